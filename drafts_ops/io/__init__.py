@@ -1,0 +1,83 @@
+"""Observation readers and writers: SIGPROC filterbank, PSRFITS search mode, HDF5 (FBH5).
+
+Use :func:`open_observation`; it picks the format from the file's first bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from drafts_ops.errors import ObservationError
+from drafts_ops.io.header import Header
+from drafts_ops.io.reader import ObservationReader
+
+Format = Literal["sigproc", "psrfits", "fbh5"]
+
+_MAGIC: dict[Format, bytes] = {
+    "sigproc": b"\x0c\x00\x00\x00HEADER_START",
+    "psrfits": b"SIMPLE  =",
+    "fbh5": b"\x89HDF\r\n\x1a\n",
+}
+_SUFFIXES: dict[str, Format] = {
+    ".fil": "sigproc",
+    ".fits": "psrfits",
+    ".sf": "psrfits",
+    ".h5": "fbh5",
+    ".hdf5": "fbh5",
+    ".fbh5": "fbh5",
+}
+
+PathLike = str | os.PathLike[str]
+
+
+def detect_format(path: PathLike) -> Format:
+    """The format of ``path`` from its first bytes (the suffix only names it in errors)."""
+    path = Path(path)
+    if not path.exists():
+        raise ObservationError(path, "no such file")
+    if path.is_dir():
+        raise ObservationError(path, "is a directory, not an observation file")
+    with path.open("rb") as fh:
+        head = fh.read(16)
+    if not head:
+        raise ObservationError(path, "empty file")
+    for fmt, magic in _MAGIC.items():
+        if head.startswith(magic):
+            return fmt
+    expected = _SUFFIXES.get(path.suffix.lower())
+    hint = f" (its suffix says {expected}, but the content does not match)" if expected else ""
+    raise ObservationError(path, f"not a SIGPROC, PSRFITS or HDF5 filterbank file{hint}")
+
+
+def open_observation(paths: PathLike | Sequence[PathLike]) -> ObservationReader:
+    """Open an observation for streaming.
+
+    ``paths`` is one file, or several consecutive PSRFITS files of one observation (FAST
+    writes about 6 s per file), which are read as one.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise ObservationError(None, "no observation file given")
+    formats = {detect_format(p) for p in paths}
+    if len(paths) > 1 and formats != {"psrfits"}:
+        raise ObservationError(paths[0], "only PSRFITS observations can span several files")
+    fmt = formats.pop()
+    if fmt == "sigproc":
+        from drafts_ops.io.sigproc import SigprocReader
+
+        return SigprocReader(paths[0])
+    if fmt == "psrfits":
+        from drafts_ops.io.psrfits import PsrfitsReader
+
+        return PsrfitsReader(paths)
+    from drafts_ops.io.fbh5 import FBH5Reader
+
+    return FBH5Reader(paths[0])
+
+
+__all__ = ["Format", "Header", "ObservationReader", "detect_format", "open_observation"]

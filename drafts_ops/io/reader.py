@@ -1,0 +1,96 @@
+"""The reader interface every format implements, and block streaming with overlap."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from drafts_ops.errors import ObservationError, ParameterError
+from drafts_ops.io.header import Header
+
+
+class ObservationReader(ABC):
+    """An opened observation: a :class:`Header` and blocks of total-intensity data.
+
+    Subclasses implement :meth:`_read` for one span of samples. Memory use is bounded by the
+    block size: nothing reads the whole file unless asked for all of it.
+    """
+
+    path: Path
+    header: Header
+
+    @abstractmethod
+    def _read(self, start: int, nsamp: int, raw: bool) -> np.ndarray:
+        """Samples ``[start, start + nsamp)`` as ``[nchans, nsamp]`` (already clipped)."""
+
+    def read_block(self, start: int, nsamp: int, *, raw: bool = False) -> np.ndarray:
+        """Read ``nsamp`` spectra from sample ``start`` as an array ``[nchans, n]``.
+
+        The span is clipped to the end of the file. ``raw=False`` gives float32 total
+        intensity; ``raw=True`` gives the unpacked samples in their native type (uint8 for
+        nbits <= 8, uint16, float32) where the format stores unscaled integers, so that a
+        dedispersion operator can adapt the dtype itself without a float copy.
+        """
+        if start < 0 or nsamp < 0:
+            raise ParameterError(f"{self.path}: cannot read {nsamp} samples from {start}")
+        stop = min(start + nsamp, self.header.nsamples)
+        if stop <= start:
+            return np.zeros((self.header.nchans, 0), dtype=np.float32)
+        return self._read(start, stop - start, raw)
+
+    def read_all(self, *, raw: bool = False) -> np.ndarray:
+        """The whole observation ``[nchans, nsamples]`` (small files and tests only)."""
+        return self.read_block(0, self.header.nsamples, raw=raw)
+
+    def iter_blocks(
+        self, nsamp: int, overlap: int = 0, *, raw: bool = False
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """Stream the observation in blocks.
+
+        Yields ``(start_sample, block)`` with ``block`` of shape ``[nchans, <= nsamp +
+        overlap]``: ``nsamp`` new samples followed by ``overlap`` samples that the next
+        block starts with. With ``overlap`` equal to the maximum dispersion delay, every
+        block dedisperses to exactly ``nsamp`` output samples that tile the file without
+        gaps or repeats. Blocks shorter than the overlap plus one are not yielded after the
+        first one (they hold no new output sample).
+        """
+        if nsamp <= 0:
+            raise ParameterError(f"{self.path}: block size must be positive, got {nsamp}")
+        if overlap < 0:
+            raise ParameterError(f"{self.path}: overlap must be >= 0, got {overlap}")
+        total = self.header.nsamples
+        start = 0
+        while start < total:
+            if start > 0 and total - start <= overlap:
+                break
+            yield start, self.read_block(start, nsamp + overlap, raw=raw)
+            start += nsamp
+
+    def close(self) -> None:
+        """Release file handles (memory maps close with their arrays)."""
+
+    def __enter__(self) -> ObservationReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        h = self.header
+        return (
+            f"{type(self).__name__}({str(self.path)!r}, nchans={h.nchans}, "
+            f"nsamples={h.nsamples}, tsamp={h.tsamp:g} s, fch1={h.fch1:g} MHz)"
+        )
+
+
+def checked_header(path: Path | str, **fields: object) -> Header:
+    """Build a Header, turning its validation error into one that names ``path``."""
+    try:
+        return Header(**fields)  # type: ignore[arg-type]
+    except ObservationError as err:
+        raise ObservationError(path, err.problem) from None
+    except TypeError as err:
+        raise ObservationError(path, f"bad header: {err}") from None

@@ -1,0 +1,175 @@
+"""SIGPROC filterbank (``.fil``) reading and writing.
+
+The header is a sequence of length-prefixed keyword strings between ``HEADER_START`` and
+``HEADER_END``, each followed by its binary value; data follow as spectra
+``[nsamples, nifs, nchans]`` of ``nbits`` samples, sub-byte samples packed LSB first.
+Reads are memory-mapped: a block touches only its own bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from drafts_ops.atomic import atomic_path
+from drafts_ops.errors import ObservationError
+from drafts_ops.io import bits
+from drafts_ops.io.header import HEADER_KEYWORDS, KEYWORDS_BY_NAME, Header
+from drafts_ops.io.reader import ObservationReader, checked_header
+
+MAGIC = b"HEADER_START"
+_MAX_KEYWORD_LEN = 80
+_MAX_HEADER_BYTES = 1 << 16
+
+#: Keywords some writers add that are not Header fields: name → struct format of the value.
+_EXTRA_KEYWORDS: dict[str, str] = {"signed": "b", "nsamples": "i", "nbins": "i", "npuls": "q"}
+_FORMATS = {"int": "i", "double": "d"}
+#: Header fields that must be present in a filterbank file.
+REQUIRED_KEYWORDS = ("nchans", "fch1", "foff", "tsamp", "nbits")
+
+
+def _read_string(fh: BinaryIO, path: Path) -> str:
+    raw = fh.read(4)
+    if len(raw) < 4:
+        raise ObservationError(path, "SIGPROC header ends before HEADER_END")
+    (length,) = struct.unpack("<i", raw)
+    if not 0 < length <= _MAX_KEYWORD_LEN:
+        raise ObservationError(path, f"corrupt SIGPROC header: string length {length}")
+    text = fh.read(length)
+    if len(text) < length:
+        raise ObservationError(path, "SIGPROC header ends inside a keyword")
+    try:
+        return text.decode("ascii")
+    except UnicodeDecodeError:
+        raise ObservationError(path, f"corrupt SIGPROC header: non-ASCII keyword {text!r}") from None
+
+
+def _read_value(fh: BinaryIO, fmt: str, path: Path, name: str) -> Any:
+    size = struct.calcsize("<" + fmt)
+    raw = fh.read(size)
+    if len(raw) < size:
+        raise ObservationError(path, f"SIGPROC header ends inside the value of {name}")
+    return struct.unpack("<" + fmt, raw)[0]
+
+
+def read_sigproc_header(path: str | Path) -> tuple[dict[str, Any], int]:
+    """Parse the keyword section of a SIGPROC file.
+
+    Returns the keyword values and the byte offset where the data start.
+    """
+    path = Path(path)
+    values: dict[str, Any] = {}
+    with path.open("rb") as fh:
+        if _read_string(fh, path) != "HEADER_START":
+            raise ObservationError(path, "not a SIGPROC filterbank: no HEADER_START")
+        while True:
+            if fh.tell() > _MAX_HEADER_BYTES:
+                raise ObservationError(path, "SIGPROC header has no HEADER_END")
+            name = _read_string(fh, path)
+            if name == "HEADER_END":
+                return values, fh.tell()
+            if name in KEYWORDS_BY_NAME:
+                kw = KEYWORDS_BY_NAME[name]
+                if kw.kind == "string":
+                    values[name] = _read_string(fh, path)
+                else:
+                    values[name] = _read_value(fh, _FORMATS[kw.kind], path, name)
+            elif name in _EXTRA_KEYWORDS:
+                _read_value(fh, _EXTRA_KEYWORDS[name], path, name)
+            else:
+                raise ObservationError(path, f"unknown SIGPROC header keyword {name!r}")
+
+
+class SigprocReader(ObservationReader):
+    """Memory-mapped reader of a SIGPROC filterbank file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        values, self.data_offset = read_sigproc_header(self.path)
+        missing = [k for k in REQUIRED_KEYWORDS if k not in values]
+        if missing:
+            raise ObservationError(self.path, f"SIGPROC header lacks {', '.join(missing)}")
+        nbits, nchans, nifs = values["nbits"], values["nchans"], values.get("nifs", 1)
+        if nbits not in bits.SAMPLE_DTYPES:
+            raise ObservationError(self.path, f"nbits = {nbits} is not supported")
+        if nchans <= 0 or nifs <= 0:
+            raise ObservationError(self.path, f"nchans = {nchans}, nifs = {nifs}: must be > 0")
+        bits_per_spectrum = nchans * nifs * nbits
+        if bits_per_spectrum % 8:
+            raise ObservationError(
+                self.path, f"{nchans} channels x {nifs} IFs of {nbits} bits is not whole bytes"
+            )
+        self.spectrum_bytes = bits_per_spectrum // 8
+        data_bytes = self.path.stat().st_size - self.data_offset
+        if data_bytes == 0:
+            raise ObservationError(self.path, "file holds a header but no data")
+        nsamples, leftover = divmod(data_bytes, self.spectrum_bytes)
+        if leftover:
+            raise ObservationError(
+                self.path,
+                f"truncated data: {data_bytes} bytes is not a whole number of "
+                f"{self.spectrum_bytes}-byte spectra ({leftover} bytes left over)",
+            )
+        self.header = checked_header(self.path, nsamples=nsamples, **values)
+        self._raw = np.memmap(self.path, dtype=np.uint8, mode="r", offset=self.data_offset)
+
+    def _read(self, start: int, nsamp: int, raw: bool) -> np.ndarray:
+        h = self.header
+        chunk = self._raw[start * self.spectrum_bytes : (start + nsamp) * self.spectrum_bytes]
+        samples = bits.unpack(chunk, h.nbits, "little").reshape(nsamp, h.nifs, h.nchans)
+        if h.nifs == 1:
+            spectra = samples[:, 0, :]
+        else:  # total intensity: the first two IFs (AA + BB)
+            spectra = samples[:, :2, :].sum(axis=1, dtype=np.float32)
+        dtype = spectra.dtype if raw else np.float32
+        return np.ascontiguousarray(spectra.T, dtype=dtype)
+
+    def close(self) -> None:
+        self._raw = None  # type: ignore[assignment]
+
+
+def encode_header(header: Header) -> bytes:
+    """The SIGPROC header bytes (``HEADER_START`` ... ``HEADER_END``) for ``header``."""
+
+    def string(text: str) -> bytes:
+        data = text.encode("ascii")
+        return struct.pack("<i", len(data)) + data
+
+    out = [string("HEADER_START")]
+    for kw in HEADER_KEYWORDS:
+        value = getattr(header, kw.name)
+        if kw.kind == "string":
+            if not value:
+                continue
+            out.append(string(kw.name) + string(value))
+        else:
+            out.append(string(kw.name) + struct.pack("<" + _FORMATS[kw.kind], value))
+    out.append(string("HEADER_END"))
+    return b"".join(out)
+
+
+def write_sigproc(
+    path: str | Path, header: Header, blocks: np.ndarray | Iterable[np.ndarray]
+) -> Path:
+    """Write a filterbank file atomically.
+
+    ``blocks`` is one array ``[nchans, nsamp]`` or an iterable of them (streamed), holding
+    already-quantised values of the header's ``nbits`` (see :func:`bits.quantise`); the
+    header's ``nsamples`` is ignored, the file holds what was given. ``nifs`` must be 1.
+    """
+    path = Path(path)
+    if header.nifs != 1:
+        raise ObservationError(path, "write_sigproc writes total intensity only (nifs = 1)")
+    if isinstance(blocks, np.ndarray):
+        blocks = [blocks]
+    with atomic_path(path) as tmp, tmp.open("wb") as fh:
+        fh.write(encode_header(header))
+        for block in blocks:
+            if block.ndim != 2 or block.shape[0] != header.nchans:
+                raise ObservationError(path, f"block shape {block.shape} is not [nchans, n]")
+            fh.write(bits.pack(bits.quantise(block.T, header.nbits), header.nbits, "little"))
+    return path
