@@ -29,7 +29,7 @@ from drafts_ops.detect.preprocess import (
     preprocess_block,
     static_mask,
 )
-from drafts_ops.detect.single_pulse import Giants, find_giants
+from drafts_ops.detect.single_pulse import Giants, block_snr, giants_above, giants_at
 from drafts_ops.errors import DraftsError, ParameterError
 from drafts_ops.io import open_observation
 from drafts_ops.io.header import Header
@@ -80,6 +80,8 @@ class SearchConfig:
         Average this many samples / channels before searching.
     time_link, dm_link, width_link : int
         Clustering linking lengths (samples, DM trials, log2 width).
+    detector_threshold : float
+        Minimum neural-detector heatmap score (0..1) of a detection.
     classifier_threshold : float
         Probability from which a candidate counts as a burst.
     write_h5, write_plots : bool
@@ -110,6 +112,7 @@ class SearchConfig:
     time_link: int = 8
     dm_link: int = 20
     width_link: int = 3
+    detector_threshold: float = 0.5
     classifier_threshold: float = 0.5
     write_h5: bool = True
     write_plots: bool = True
@@ -133,8 +136,9 @@ class SearchConfig:
                 problems.append(f"{name} = {getattr(self, name)} (must be >= 1)")
         if not self.snr_threshold > 0 or not self.baseline_s > 0:
             problems.append("snr_threshold and baseline_s must be positive")
-        if not 0 <= self.classifier_threshold <= 1:
-            problems.append(f"classifier_threshold = {self.classifier_threshold}")
+        for name in ("detector_threshold", "classifier_threshold"):
+            if not 0 <= getattr(self, name) <= 1:
+                problems.append(f"{name} = {getattr(self, name)} (must be in 0..1)")
         if self.max_outputs < 0:
             problems.append(f"max_outputs = {self.max_outputs}")
         if problems:
@@ -268,18 +272,22 @@ def process_block(path: PathLike, plan: SearchPlan, block_index: int, work_dir: 
     dm_time = _dedisperse(clean, plan.dm_plan(), cfg)
     keep = (block.start - block.read_start, block.stop - block.read_start)
     baseline = max(round(cfg.baseline_s / plan.header.tsamp), 4 * cfg.max_width_samples)
-    giants = find_giants(
-        dm_time,
-        threshold=cfg.snr_threshold,
-        max_width=cfg.max_width_samples,
-        baseline_window=baseline,
-        method=cfg.norm_method,
-        sample_offset=block.read_start,
-        keep=keep,
+    snr, width = block_snr(
+        dm_time, max_width=cfg.max_width_samples, baseline_window=baseline, method=cfg.norm_method
     )
+    parts = []
+    if cfg.detector in ("classical", "both"):
+        parts.append(giants_above(snr, width, cfg.snr_threshold, sample_offset=block.read_start,
+                                  keep=keep))  # fmt: skip
     if cfg.detector in ("ml", "both"):
-        giants = Giants.concatenate([giants, _ml_detections(dm_time, plan, block)])
-    return giants.save(Path(work_dir) / f"block_{block_index:05d}.npz")
+        peaks = _load_detector().detect(dm_time, threshold=cfg.detector_threshold)
+        dms = np.array([p.dm_index for p in peaks], np.float64)
+        cols = np.array([p.sample for p in peaks], np.float64)
+        owned = (cols >= keep[0] - 0.5) & (cols < keep[1] - 0.5)
+        scores = np.array([p.score for p in peaks], np.float32)[owned]
+        parts.append(giants_at(snr, width, dms[owned], cols[owned], scores,
+                               sample_offset=block.read_start))  # fmt: skip
+    return Giants.concatenate(parts).save(Path(work_dir) / f"block_{block_index:05d}.npz")
 
 
 def merge_block_results(paths: Sequence[PathLike], plan: SearchPlan) -> list[Candidate]:
@@ -451,7 +459,7 @@ def _ml_inference():
     return inference
 
 
-def _ml_detections(dm_time: np.ndarray, plan: SearchPlan, block: BlockRange) -> Giants:
-    """Neural-detector peaks of one block as giants (seam; needs drafts_ops.ml.inference)."""
-    _ml_inference().load_detector()
-    raise DraftsError("the neural detector is not wired into the search yet; use 'classical'")
+def _load_detector():
+    """The neural detector: ``.detect(dm_time [ndm, nt], threshold=) -> peaks`` with
+    ``dm_index``, ``sample`` (fractional, in the block's coordinates) and ``score``."""
+    return _ml_inference().load_detector()

@@ -102,9 +102,55 @@ def test_classifier_seam_and_ml_errors(synthetic_fil, tmp_path):
     scored = classify_candidates(cands, synthetic_fil, both, classifier=fake)
     assert [c.classifier_prob for c in scored] == [1.0, 1.0]
     assert fake.shapes == [((256, 256), (256, 256))] * 2
-    ml = dataclasses.replace(plan, config=dataclasses.replace(plan.config, detector="ml"))
-    with pytest.raises(DraftsError):
-        process_block(synthetic_fil, ml, 0, tmp_path)
+
+
+def test_without_ml_module_the_ml_detector_is_a_clear_error(synthetic_fil, tmp_path):
+    try:
+        import drafts_ops.ml.inference  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("drafts_ops.ml.inference is installed")
+    plan = plan_search(synthetic_fil, SearchConfig(detector="ml", **FAST))
+    with pytest.raises(DraftsError, match="classical"):
+        process_block(synthetic_fil, plan, 0, tmp_path)
+
+
+@dataclasses.dataclass
+class _Peak:
+    dm_index: float
+    sample: float
+    score: float
+
+
+class _FakeDetector:
+    """Reports the injected bursts (and one noise blip) in block coordinates."""
+
+    def __init__(self, plan, block):
+        dms = np.asarray(plan.dms)
+        self.peaks = [
+            _Peak(float(np.argmin(abs(dms - dm))), at + 2.3 - block.read_start, 0.9)
+            for dm, at in BURSTS
+        ] + [_Peak(5.0, 1700.0 - block.read_start, 0.6)]
+
+    def detect(self, dm_time, threshold=0.5):
+        return [p for p in self.peaks if p.score >= threshold]
+
+
+@pytest.mark.parametrize("detector", ["ml", "both"])
+def test_neural_detector_seam(synthetic_fil, tmp_path, monkeypatch, detector):
+    plan = plan_search(synthetic_fil, SearchConfig(detector=detector, **FAST))
+    monkeypatch.setattr(
+        "drafts_ops.pipeline._load_detector", lambda: _FakeDetector(plan, plan.blocks[0])
+    )
+    cands = merge_block_results([process_block(synthetic_fil, plan, 0, tmp_path)], plan)
+    bursts = sorted((c for c in cands if c.snr > 12), key=lambda c: c.sample)
+    assert [c.detector_score for c in bursts] == pytest.approx([0.9, 0.9])
+    assert all(abs(c.sample - (at + 2)) <= 2 for c, (_, at) in zip(bursts, BURSTS, strict=True))
+    blip = [c for c in cands if c.detector_score == pytest.approx(0.6)]
+    assert len(blip) == 1 and blip[0].snr < 6.5  # kept with its (low) boxcar S/N
+    if detector == "ml":
+        assert len(cands) == 3 and all(c.detector_score is not None for c in cands)
 
 
 def test_too_short_observation_is_a_clear_error(synthetic_fil):

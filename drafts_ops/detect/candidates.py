@@ -112,6 +112,7 @@ def candidates_from_clusters(
     for i in range(len(clusters)):
         width = int(heads.width[i])
         sample = int(heads.sample[i])
+        score = float(clusters.score[i])
         out.append(
             Candidate(
                 tcand_s=sample * tsamp,
@@ -124,6 +125,7 @@ def candidates_from_clusters(
                 members=int(clusters.members[i]),
                 first_sample=int(clusters.first_sample[i]),
                 last_sample=int(clusters.last_sample[i]),
+                detector_score=score if math.isfinite(score) else None,
                 beam=beam,
                 file=file,
             )

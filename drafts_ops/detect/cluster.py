@@ -47,13 +47,15 @@ class Clusters:
     """Cluster heads (the brightest member of each cluster), brightest first.
 
     ``heads`` are giants; ``members``, ``first_sample`` and ``last_sample`` (``[n]``) give
-    each cluster's size and the sample range its members span.
+    each cluster's size and the sample range its members span; ``score`` is the highest
+    neural-detector score among the members (NaN when none has one).
     """
 
     heads: Giants
     members: np.ndarray = field(repr=False)
     first_sample: np.ndarray = field(repr=False)
     last_sample: np.ndarray = field(repr=False)
+    score: np.ndarray = field(repr=False)
 
     def __len__(self) -> int:
         return len(self.heads)
@@ -65,12 +67,13 @@ def cluster_giants(giants: Giants, links: ClusterLinks | None = None) -> Cluster
     n = len(giants)
     if n == 0:
         empty = np.empty(0, np.int64)
-        return Clusters(Giants.empty(), empty, empty.copy(), empty.copy())
+        return Clusters(Giants.empty(), empty, empty.copy(), empty.copy(), np.empty(0, np.float32))
     order = np.argsort(giants.sample, kind="stable")
     sample = giants.sample[order].astype(np.int64)
     dm_index = giants.dm_index[order].astype(np.int64)
     width = giants.width[order].astype(np.int64)
     snr = giants.snr[order]
+    score = giants.score[order]
     labels = friends_of_friends(
         sample,
         dm_index,
@@ -90,12 +93,14 @@ def cluster_giants(giants: Giants, links: ClusterLinks | None = None) -> Cluster
     last = np.full(ncl, np.iinfo(np.int64).min)
     np.minimum.at(first, inverse, sample)
     np.maximum.at(last, inverse, sample)
+    best_score = np.full(ncl, np.nan, np.float32)
+    np.fmax.at(best_score, inverse, score)
     rank = np.argsort(-snr[head], kind="stable")
     head, members, first, last = head[rank], members[rank], first[rank], last[rank]
     heads = Giants(
         dm_index[head].astype(np.int32), sample[head], width[head].astype(np.int32), snr[head]
     )
-    return Clusters(heads, members.astype(np.int64), first, last)
+    return Clusters(heads, members.astype(np.int64), first, last, best_score[rank])
 
 
 def merge_blocks(parts: Sequence[Giants], links: ClusterLinks | None = None) -> Clusters:

@@ -83,21 +83,29 @@ class Giants:
 
     Attributes (all ``[n]``): ``dm_index`` (trial index), ``sample`` (arrival at the top of
     the band, samples from the first sample of the file), ``width`` (boxcar, samples),
-    ``snr``.
+    ``snr``, and ``score`` (neural-detector score; NaN for boxcar giants).
     """
 
     dm_index: np.ndarray = field(repr=False)
     sample: np.ndarray = field(repr=False)
     width: np.ndarray = field(repr=False)
     snr: np.ndarray = field(repr=False)
+    score: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        sizes = {a.shape for a in (self.dm_index, self.sample, self.width, self.snr)}
+        if self.score is None:
+            object.__setattr__(self, "score", np.full(self.snr.shape, np.nan, np.float32))
+        arrays = (self.dm_index, self.sample, self.width, self.snr, self.score)
+        sizes = {a.shape for a in arrays}
         if len(sizes) != 1 or len(next(iter(sizes))) != 1:
             raise ParameterError(f"giant arrays must be 1-D and equally long, got {sizes}")
 
     def __len__(self) -> int:
         return int(self.snr.size)
+
+    def select(self, keep: np.ndarray) -> Giants:
+        """The giants where boolean ``keep`` is True."""
+        return Giants(*(getattr(self, n)[keep] for n in _GIANT_FIELDS))
 
     @classmethod
     def empty(cls) -> Giants:
@@ -127,7 +135,22 @@ class Giants:
             raise ObservationError(path, f"not a giants file: {err}") from None
 
 
-_GIANT_FIELDS = ("dm_index", "sample", "width", "snr")
+_GIANT_FIELDS = ("dm_index", "sample", "width", "snr", "score")
+
+
+def block_snr(
+    dm_time: np.ndarray,
+    *,
+    max_width: int = 32,
+    baseline_window: int = 1024,
+    method: NormMethod = "mad",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Baseline-removed, noise-normalised boxcar search of a block ``[ndm, nt]``.
+
+    Returns the best S/N and its width (samples) per (DM, sample); see :func:`boxcar_snr`.
+    """
+    x = normalise_series(remove_baseline(dm_time, baseline_window), method)
+    return boxcar_snr(x, boxcar_widths(min(max_width, x.shape[1])))
 
 
 def find_giants(
@@ -160,16 +183,62 @@ def find_giants(
         Report only giants with column index in ``[keep[0], keep[1])`` (the block's own
         samples when blocks are padded); default all.
     """
-    x = normalise_series(remove_baseline(dm_time, baseline_window), method)
-    widths = boxcar_widths(min(max_width, x.shape[1]))
-    snr, width = boxcar_snr(x, widths)
-    lo, hi = keep if keep is not None else (0, x.shape[1])
+    snr, width = block_snr(
+        dm_time, max_width=max_width, baseline_window=baseline_window, method=method
+    )
+    return giants_above(snr, width, threshold, sample_offset=sample_offset, keep=keep)
+
+
+def giants_above(
+    snr: np.ndarray,
+    width: np.ndarray,
+    threshold: float,
+    *,
+    sample_offset: int = 0,
+    keep: tuple[int, int] | None = None,
+) -> Giants:
+    """Giants of :func:`block_snr` output: the peak of each run above ``threshold``."""
+    lo, hi = keep if keep is not None else (0, snr.shape[1])
     dms, samples = run_peaks(snr, np.float32(threshold), int(lo), int(hi))
     return Giants(
         dms.astype(np.int32),
         samples + int(sample_offset),
         width[dms, samples].astype(np.int32),
         snr[dms, samples].astype(np.float32),
+    )
+
+
+def giants_at(
+    snr: np.ndarray,
+    width: np.ndarray,
+    dm_index: np.ndarray,
+    sample: np.ndarray,
+    score: np.ndarray,
+    *,
+    sample_offset: int = 0,
+    radius: int = 2,
+) -> Giants:
+    """Giants at given (fractional) positions, e.g. neural-detector peaks.
+
+    Each takes the best boxcar S/N within ``radius`` samples and one DM trial of its
+    position (``snr``, ``width`` from :func:`block_snr`), and carries its ``score``.
+    """
+    ndm, nt = snr.shape
+    rows = np.clip(np.rint(np.asarray(dm_index, np.float64)).astype(np.int64), 0, ndm - 1)
+    cols = np.clip(np.rint(np.asarray(sample, np.float64)).astype(np.int64), 0, nt - 1)
+    best_d, best_t = rows.copy(), cols.copy()
+    for i, (d0, t0) in enumerate(zip(rows, cols, strict=True)):
+        d_lo, t_lo = max(d0 - 1, 0), max(t0 - radius, 0)
+        patch = snr[d_lo : d0 + 2, t_lo : t0 + radius + 1]
+        dd, tt = np.unravel_index(int(np.argmax(patch)), patch.shape)
+        best_d[i], best_t[i] = d_lo + dd, t_lo + tt
+    best = snr[best_d, best_t]
+    return Giants(
+        best_d.astype(np.int32),
+        best_t + int(sample_offset),
+        np.maximum(width[best_d, best_t], 1).astype(np.int32),
+        np.where(np.isfinite(best), best, 0.0).astype(np.float32),
+        np.asarray(score, np.float32),
     )
 
 
