@@ -98,7 +98,7 @@ class SearchConfig:
     algorithm: str = "brute"
     backend: str = "cpu"
     detector: Detector = "classical"
-    block_size: int = 32768
+    block_size: int = 16384
     snr_threshold: float = 6.5
     max_width_samples: int = 64
     baseline_s: float = 2.0
