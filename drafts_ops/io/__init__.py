@@ -40,8 +40,11 @@ def detect_format(path: PathLike) -> Format:
         raise ObservationError(path, "no such file")
     if path.is_dir():
         raise ObservationError(path, "is a directory, not an observation file")
-    with path.open("rb") as fh:
-        head = fh.read(16)
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(16)
+    except OSError as err:
+        raise ObservationError(path, f"cannot read: {err.strerror or err}") from None
     if not head:
         raise ObservationError(path, "empty file")
     for fmt, magic in _MAGIC.items():
