@@ -34,6 +34,8 @@ def _text(value: Any) -> Any:
         return bytes(value).decode("latin-1")
     if isinstance(value, np.ndarray) and value.size == 1:
         return _text(value.reshape(()).item())
+    if isinstance(value, np.generic):
+        return value.item()
     return value
 
 

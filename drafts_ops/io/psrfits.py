@@ -100,7 +100,10 @@ class _File:
 
 def _key(path: Path, hdr: Any, name: str, kind: type, default: Any = None) -> Any:
     """A header keyword as ``kind``; missing (without default) or garbage is an error."""
-    value = hdr.get(name, None)
+    try:
+        value = hdr.get(name, None)
+    except Exception as err:  # astropy: unparsable card (VerifyError) and the like
+        raise ObservationError(path, f"PSRFITS keyword {name} is unreadable ({err})") from None
     if value is None or (isinstance(value, str) and not value.strip() and kind is not str):
         if default is None:
             raise ObservationError(path, f"PSRFITS header lacks {name}")
