@@ -122,3 +122,16 @@ def test_iter_blocks_overlap_tiles_exactly(tmp_path, rng, nsamp, overlap):
     assert np.all(covered[: total - overlap] == 1)
     assert np.all(covered[total - overlap :] == 0)
     np.testing.assert_array_equal(np.concatenate(outputs, axis=1), data[:, : total - overlap])
+
+
+@pytest.mark.parametrize("suffix", [".fil", ".h5", ".fits"])
+def test_write_observation_picks_format_by_suffix(tmp_path, rng, suffix):
+    from drafts_ops.io import write_observation
+
+    data = random_samples(rng, (16, 64), 8)
+    path = write_observation(
+        tmp_path / f"w{suffix}", make_header(16, 8), iter([data[:, :40], data[:, 40:]])
+    )
+    with open_observation(path) as reader:
+        assert reader.header.nsamples == 64
+        np.testing.assert_array_equal(reader.read_all(), data)

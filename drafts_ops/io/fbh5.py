@@ -21,7 +21,12 @@ from drafts_ops.atomic import atomic_path
 from drafts_ops.errors import ObservationError
 from drafts_ops.io import bits
 from drafts_ops.io.header import HEADER_KEYWORDS, Header
-from drafts_ops.io.reader import ObservationReader, checked_header, spectra_for_writing
+from drafts_ops.io.reader import (
+    ObservationReader,
+    checked_header,
+    spectra_for_writing,
+    transposed,
+)
 
 FBH5_CLASS = "FILTERBANK"
 FBH5_VERSION = "1.0"
@@ -109,7 +114,7 @@ class FBH5Reader(ObservationReader):
         # total intensity: the first two IFs (AA + BB)
         spectra = spectra[:, 0, :] if nifs == 1 else spectra.sum(axis=1, dtype=np.float32)
         dtype = spectra.dtype.newbyteorder("=") if raw else np.float32
-        return np.ascontiguousarray(spectra.T, dtype=dtype)
+        return transposed(spectra, dtype)
 
     def close(self) -> None:
         """Close the HDF5 file."""

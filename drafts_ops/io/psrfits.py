@@ -32,7 +32,7 @@ from drafts_ops.io.header import (
     string_from_packed,
     telescope_id_from_name,
 )
-from drafts_ops.io.reader import ObservationReader, checked_header
+from drafts_ops.io.reader import ObservationReader, checked_header, transpose_into
 
 #: NBITS a PSRFITS search-mode file may hold here.
 PSRFITS_NBITS = (1, 2, 4, 8)
@@ -425,9 +425,10 @@ class PsrfitsReader(ObservationReader):
             samples = self._samples(index, row, first, last)
             n = last - first
             if native:
-                out[:, col : col + n] = samples[:, 0, :].T
+                transpose_into(out[:, col : col + n], samples[:, 0, :])
             else:
-                out[:, col : col + n] = self._calibrate(index, samples, scale, offset, weight).T
+                spectra = self._calibrate(index, samples, scale, offset, weight)
+                transpose_into(out[:, col : col + n], spectra)
             col += n
         return out
 

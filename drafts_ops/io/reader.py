@@ -92,6 +92,32 @@ class ObservationReader(ABC):
         )
 
 
+_TILE = 256
+
+
+def transposed(array: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
+    """A 2-D ``array [a, b]`` → C-contiguous ``[b, a]`` of ``dtype`` (see transpose_into)."""
+    out = np.empty(array.shape[::-1], dtype=dtype)
+    transpose_into(out, array)
+    return out
+
+
+def transpose_into(out: np.ndarray, array: np.ndarray) -> None:
+    """``out[...] = array.T`` for 2-D arrays, copied in cache-sized tiles.
+
+    About twice as fast as numpy's whole-array transposing copy for blocks of thousands
+    of channels and samples (the readers' hot spot: files store spectra, blocks are
+    channel-major).
+    """
+    rows, cols = array.shape
+    if rows * cols <= _TILE * _TILE:
+        out[...] = array.T
+        return
+    for i in range(0, rows, _TILE):
+        for j in range(0, cols, _TILE):
+            out[j : j + _TILE, i : i + _TILE] = array[i : i + _TILE, j : j + _TILE].T
+
+
 def check_finite(path: Path | str, block: np.ndarray, start: int) -> None:
     """Raise :class:`ObservationError` naming the samples of ``block`` that hold NaN/inf."""
     good = np.isfinite(block)
@@ -129,4 +155,8 @@ def spectra_for_writing(path: Path | str, header: Header, block: np.ndarray) -> 
         raise ObservationError(
             path, f"block of shape {block.shape} does not match the header: want {want}"
         )
-    return bits.quantise(block.transpose(2, 0, 1), header.nbits)
+    quantised = bits.quantise(block, header.nbits)
+    out = np.empty((block.shape[2], header.nifs, header.nchans), dtype=quantised.dtype)
+    for i in range(header.nifs):
+        transpose_into(out[:, i, :], quantised[i])
+    return out

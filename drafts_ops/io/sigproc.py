@@ -19,7 +19,12 @@ from drafts_ops.atomic import atomic_path
 from drafts_ops.errors import ObservationError
 from drafts_ops.io import bits
 from drafts_ops.io.header import HEADER_KEYWORDS, KEYWORDS_BY_NAME, Header
-from drafts_ops.io.reader import ObservationReader, checked_header, spectra_for_writing
+from drafts_ops.io.reader import (
+    ObservationReader,
+    checked_header,
+    spectra_for_writing,
+    transposed,
+)
 
 MAGIC = b"HEADER_START"
 _MAX_KEYWORD_LEN = 80
@@ -157,7 +162,7 @@ class SigprocReader(ObservationReader):
         else:  # total intensity: the first two IFs (AA + BB)
             spectra = samples[:, :2, :].sum(axis=1, dtype=np.float32)
         dtype = spectra.dtype if raw else np.float32
-        return np.ascontiguousarray(spectra.T, dtype=dtype)
+        return transposed(spectra, dtype)
 
     def close(self) -> None:
         """Drop the memory map (blocks already returned stay valid: they are copies)."""
