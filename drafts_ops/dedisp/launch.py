@@ -76,8 +76,12 @@ class Kernel:
 
     @cached_property
     def cpu(self) -> Dispatcher:
-        """The body compiled for the CPU."""
-        return self.func if isinstance(self.func, Dispatcher) else numba.njit(self.func)
+        """The body compiled for the CPU (one dispatcher per Python function)."""
+        if isinstance(self.func, Dispatcher):
+            return self.func
+        if self.func not in _CPU_BODIES:
+            _CPU_BODIES[self.func] = numba.njit(self.func)
+        return _CPU_BODIES[self.func]
 
     @cached_property
     def arg_names(self) -> tuple[str, ...]:
@@ -88,9 +92,18 @@ class Kernel:
         return not self.outputs or name in self.outputs
 
 
+#: Bodies compiled for the CPU and kernels wrapped by :func:`as_kernel`, per function.
+_CPU_BODIES: dict[Callable[..., None], Dispatcher] = {}
+_WRAPPED: dict[Callable[..., None], Kernel] = {}
+
+
 def as_kernel(kernel: Kernel | Callable[..., None]) -> Kernel:
-    """Wrap a bare body into a :class:`Kernel` (no declared outputs)."""
-    return kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+    """Wrap a bare body into a :class:`Kernel` (no declared outputs), once per function."""
+    if isinstance(kernel, Kernel):
+        return kernel
+    if kernel not in _WRAPPED:
+        _WRAPPED[kernel] = Kernel(kernel)
+    return _WRAPPED[kernel]
 
 
 def launch(
@@ -146,14 +159,14 @@ def launch(
 
 
 def _dims(value: Dim, what: str) -> tuple[int, int]:
-    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    dims = tuple(value) if isinstance(value, (tuple, list)) else (value,)
     if not 1 <= len(dims) <= 2 or any(int(v) != v or v < 1 for v in dims):
         raise OperatorError(f"{what} {value!r} must be one or two positive integers")
     return (int(dims[0]), int(dims[1]) if len(dims) == 2 else 1)
 
 
 def _index(value: Dim) -> tuple[int, int]:
-    idx = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    idx = tuple(value) if isinstance(value, (tuple, list)) else (value,)
     return (int(idx[0]), int(idx[1]) if len(idx) > 1 else 0)
 
 
