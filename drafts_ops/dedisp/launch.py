@@ -31,17 +31,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import numba
 import numpy as np
 from numba.core.dispatcher import Dispatcher
 
 from drafts_ops.atomic import atomic_path, write_json_atomic
+from drafts_ops.dedisp.modes import BACKENDS, Backend
 from drafts_ops.errors import OperatorError
 
-Backend = Literal["cpu", "cuda"]
-BACKENDS: tuple[str, ...] = get_args(Backend)
 Dim = int | Sequence[int]
 #: Leading parameters of every kernel body: block, thread, block_dim.
 N_INDEX_PARAMS = 3
