@@ -1,0 +1,304 @@
+"""The validation as stage functions: plan → run each path → detect → evaluate → report.
+
+The Prefect flow (``flows/validate.py``) wraps each stage in a task; stages exchange file
+paths and small records. :func:`validate_files` runs the same stages without Prefect.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from drafts_ops.dedisp.plan import DMPlan
+from drafts_ops.errors import ParameterError
+from drafts_ops.io import open_observation
+from drafts_ops.io.header import Header
+from drafts_ops.validation import agreement as agr
+from drafts_ops.validation import verdict as vd
+from drafts_ops.validation.config import ValidationConfig
+from drafts_ops.validation.parity import Localisation, Parity, compare_outputs, locate_differences
+from drafts_ops.validation.runner import (
+    BASELINE,
+    PathRun,
+    make_runner,
+    overlap_for,
+    path_name,
+    path_plan,
+    probe_data,
+    production_algorithms,
+    stream_path,
+)
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    """What validating one file involves (small and picklable)."""
+
+    file: str
+    header: Header
+    dms: tuple[float, ...]
+    overlap: int
+    paths: tuple[str, ...]
+    config: ValidationConfig
+    work_dir: str
+
+    def dm_plan(self) -> DMPlan:
+        return DMPlan.build(np.asarray(self.dms), self.header.chan_freqs, self.header.tsamp)
+
+
+def plan_file(file: str | Path, config: ValidationConfig, work_dir: str | Path) -> FilePlan:
+    """Read the header, build the DM plan and choose the paths to run."""
+    with open_observation(file) as reader:
+        header = reader.header
+    plan = DMPlan.from_header(header, config.dm_min, config.dm_max, config.dm_step,
+                              dm_tol=config.dm_tol)  # fmt: skip
+    registered = production_algorithms(config.backend)
+    wanted = config.algorithms if config.algorithms is not None else registered
+    unknown = [a for a in wanted if a not in registered]
+    if unknown or not wanted:
+        raise ParameterError(
+            f"production algorithm(s) {unknown or '(none)'} not available for backend "
+            f"{config.backend!r}; registered: {', '.join(registered) or 'none'}"
+        )
+    overlap = overlap_for(plan, config.delay_fault)
+    nsamp = header.nsamples if config.max_samples is None else min(config.max_samples,
+                                                                   header.nsamples)  # fmt: skip
+    if nsamp <= overlap:
+        raise ParameterError(
+            f"{file}: {nsamp} samples is not more than the maximum dispersion delay "
+            f"{overlap} samples (DM {plan.dms[-1]:g}); lower --dm-max"
+        )
+    work = Path(work_dir) / Path(file).stem
+    paths = (BASELINE, *(path_name(a) for a in wanted))
+    return FilePlan(str(file), header, tuple(float(d) for d in plan.dms), overlap, paths, config,
+                    str(work))  # fmt: skip
+
+
+def run_path(fplan: FilePlan, name: str) -> PathRun:
+    """Stream the file through path ``name``; the DM–time array goes to the work dir."""
+    cfg = fplan.config
+    return stream_path(
+        fplan.file, fplan.dm_plan(), name,
+        Path(fplan.work_dir) / f"{name.replace('/', '-')}.dmt.npy",
+        block_size=cfg.block_size, overlap=fplan.overlap, max_samples=cfg.max_samples,
+        backend=cfg.backend, fault=cfg.delay_fault,
+    )  # fmt: skip
+
+
+def detect(fplan: FilePlan, run: PathRun) -> agr.Detection:
+    """Classical search of one path's output."""
+    return agr.detect_path(run, fplan.dm_plan(), fplan.config, fplan.work_dir, fplan.file)
+
+
+@dataclass
+class FileResult:
+    """Everything the report shows for one file (JSON-ready through :meth:`to_dict`)."""
+
+    file: str
+    header: dict[str, Any]
+    plan: dict[str, Any]
+    dms: list[float]
+    block_size: int
+    overlap: int
+    paths: list[str]
+    parity: list[Parity]
+    probe: list[Parity]
+    localisation: list[Localisation]
+    bursts: list[dict[str, Any]]
+    snr_vs_dm: dict[str, Any] | None
+    agreement: list[agr.Agreement]
+    performance: list[dict[str, Any]]
+    candidates: dict[str, int]
+    verdict: list[vd.VerdictLine]
+    plots: dict[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def passed(self) -> bool:
+        return all(line.passed for line in self.verdict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "plots"}
+        for key in ("parity", "probe", "localisation", "agreement", "verdict"):
+            out[key] = [item.to_dict() for item in out[key]]
+        out["passed"] = self.passed
+        return out
+
+
+def evaluate(
+    fplan: FilePlan, runs: dict[str, PathRun], detections: dict[str, agr.Detection]
+) -> FileResult:
+    """Parity, localisation, S/N at bursts, candidate agreement, performance and verdict."""
+    cfg, t = fplan.config, fplan.config.thresholds
+    plan = fplan.dm_plan()
+    base = runs[BASELINE].load()
+    production = [p for p in fplan.paths if p != BASELINE]
+    parity = {p: compare_outputs(p, base, runs[p].load(), plan, t.exact_max_rel_diff)
+              for p in production}  # fmt: skip
+    probe, locs = _probe(fplan, plan, [p for p in production if vd.is_exact(p)], parity)
+    bursts, snr_dm = _bursts(fplan, plan, detections)
+    agreements = [
+        agr.match_candidates(p, detections[BASELINE].candidates, detections[p].candidates,
+                             plan, t)
+        for p in production
+    ]  # fmt: skip
+    lines: list[vd.VerdictLine] = []
+    for p, a in zip(production, agreements, strict=True):
+        if vd.is_exact(p):
+            lines += vd.parity_lines(fplan.file, parity[p], probe.get(p), t)
+        else:
+            losses = [b["loss"][p] for b in bursts if b["loss"].get(p) is not None]
+            lines.append(vd.snr_loss_line(fplan.file, p, losses, t))
+        lines.append(vd.agreement_line(fplan.file, a, t))
+        if p in locs:
+            lines.append(vd.localisation_line(fplan.file, p, locs[p]))
+    h = fplan.header
+    return FileResult(
+        file=fplan.file,
+        header={"nchans": h.nchans, "nsamples": h.nsamples, "tsamp_s": h.tsamp, "fch1_mhz": h.fch1,
+                "foff_mhz": h.foff, "nbits": h.nbits, "tobs_s": h.tobs},  # fmt: skip
+        plan=plan.summary(),
+        dms=list(fplan.dms),
+        block_size=cfg.block_size,
+        overlap=fplan.overlap,
+        paths=list(fplan.paths),
+        parity=list(parity.values()),
+        probe=list(probe.values()),
+        localisation=list(locs.values()),
+        bursts=bursts,
+        snr_vs_dm=snr_dm,
+        agreement=agreements,
+        performance=performance_rows(runs, detections, plan.tsamp),
+        candidates={p: len(d.candidates) for p, d in detections.items()},
+        verdict=lines,
+    )
+
+
+def _probe(fplan: FilePlan, plan: DMPlan, exact: list[str], parity: dict[str, Parity]):
+    """Random-data parity of exact paths; localisation of any that differ anywhere."""
+    cfg = fplan.config
+    nout = cfg.probe_samples
+    data = probe_data(plan, fplan.overlap, nout)
+    reference = make_runner(BASELINE, plan, cfg.backend)
+    ref_out = reference(data)[:, :nout]
+    probes, locs = {}, {}
+    for p in exact:
+        runner = make_runner(p, path_plan(plan, p, cfg.delay_fault), cfg.backend)
+        probes[p] = compare_outputs(p, ref_out, runner(data)[:, :nout], plan,
+                                    cfg.thresholds.exact_max_rel_diff)  # fmt: skip
+        if probes[p].max_abs_diff > 0 or parity[p].max_rel_diff > cfg.thresholds.exact_max_rel_diff:
+            locs[p] = locate_differences(p, reference, runner, plan, data, nout)
+    return probes, locs
+
+
+def _bursts(fplan: FilePlan, plan: DMPlan, detections: dict[str, agr.Detection]):
+    """S/N of every path at each burst, and S/N against DM at the first (brightest) one."""
+    t = fplan.config.thresholds
+    found = agr.truth_bursts(fplan.file)
+    if found is None:
+        found = agr.detected_bursts(detections[BASELINE].candidates, t)
+    rows = []
+    for burst in found:
+        snr = {p: agr.snr_at(d, plan, burst, t) for p, d in detections.items()}
+        if snr[BASELINE] is None:  # outside the validated DM range or time span
+            continue
+        ref = snr[BASELINE]["snr"]
+        loss = {p: (1.0 - s["snr"] / ref if s is not None and ref > 0 else None)
+                for p, s in snr.items() if p != BASELINE}  # fmt: skip
+        rows.append({**burst.to_dict(), "snr": snr, "loss": loss})
+    if not rows:
+        return rows, None
+    first = agr.Burst(rows[0]["source"], rows[0]["dm"], rows[0]["t_s"])
+    curves = {p: agr.snr_vs_dm(d, plan, first, t) for p, d in detections.items()}
+    return rows, {"burst": first.to_dict(), "dms": list(fplan.dms), "snr": curves}
+
+
+def performance_rows(
+    runs: dict[str, PathRun], detections: dict[str, agr.Detection], tsamp: float
+) -> list[dict[str, Any]]:
+    """Per path: stage wall times (s), throughput, real-time factors, memory, speed-up."""
+    base = runs[BASELINE].dedisperse_s
+    rows = []
+    for name, run in runs.items():
+        detect_s = detections[name].detect_s if name in detections else 0.0
+        seconds = run.nout * tsamp
+        total = run.read_s + run.dedisperse_s + detect_s
+        dedisp = max(run.dedisperse_s, 1e-12)
+        rows.append({
+            "path": name, "nblocks": run.nblocks, "warmup_s": run.warmup_s,
+            "read_s": run.read_s, "dedisperse_s": run.dedisperse_s, "detect_s": detect_s,
+            "total_s": total, "cells": run.cells, "cells_per_s": run.cells / dedisp,
+            "samples_per_s": run.nout / dedisp, "realtime_factor": seconds / dedisp,
+            "realtime_factor_total": seconds / total if total > 0 else None,
+            "peak_mib": run.peak_mib, "speedup_vs_prototype": base / dedisp,
+        })  # fmt: skip
+    return rows
+
+
+@dataclass
+class ValidationReport:
+    """A whole validation: the files' results, configuration and the machine."""
+
+    files: list[FileResult]
+    config: dict[str, Any]
+    platform: dict[str, Any]
+    created_utc: str = field(
+        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    )
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.files) and all(f.passed for f in self.files)
+
+    @property
+    def verdict(self) -> list[vd.VerdictLine]:
+        return [line for f in self.files for line in f.verdict]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "drafts-ops/validation",
+            "schema_version": 1,
+            "created_utc": self.created_utc,
+            "passed": self.passed,
+            "config": self.config,
+            "platform": self.platform,
+            "files": [f.to_dict() for f in self.files],
+        }
+
+
+def validate_file(file: str | Path, config: ValidationConfig, work_dir: str | Path) -> FileResult:
+    """Every stage for one file, in sequence (plots included)."""
+    from drafts_ops.validation.plots import file_plots
+
+    fplan = plan_file(file, config, work_dir)
+    runs = {p: run_path(fplan, p) for p in fplan.paths}
+    detections = {p: detect(fplan, r) for p, r in runs.items()}
+    result = evaluate(fplan, runs, detections)
+    result.plots = file_plots(runs, result)
+    return result
+
+
+def build_report(results: list[FileResult], config: ValidationConfig) -> ValidationReport:
+    from drafts_ops.platform import platform_info
+
+    return ValidationReport(list(results), config.to_dict(), platform_info())
+
+
+def validate_files(
+    files: list[str | Path], out_dir: str | Path, config: ValidationConfig | None = None
+) -> tuple[ValidationReport, dict[str, Path]]:
+    """Validate ``files`` and write ``validation.{html,md,json}`` to ``out_dir`` (no Prefect).
+
+    Returns the report and the written paths by kind (``html``, ``md``, ``json``).
+    """
+    from drafts_ops.validation.report import write_report
+
+    config = config or ValidationConfig()
+    if not files:
+        raise ParameterError("no observation file to validate")
+    work = Path(out_dir) / "work"
+    report = build_report([validate_file(f, config, work) for f in files], config)
+    return report, write_report(report, out_dir)
