@@ -16,9 +16,10 @@ where ``block``, ``thread`` and ``block_dim`` are ``(x, y)`` tuples, as ``blockI
   ``kernel[grid, block](...)``; numpy arrays go to the device and the outputs come back.
   Under ``NUMBA_ENABLE_CUDASIM=1`` this runs in Numba's CUDA simulator.
 
-Debug aids: ``debug=True`` re-runs the chosen ``(block, thread)`` pairs alone on scratch
-copies and prints what each wrote; ``dump_dir`` saves input and output arrays as ``.npy``
-with a ``launch.json`` beside them.
+Debug aids: ``debug=True`` re-runs the chosen ``(block, thread)`` pairs alone (with the
+CPU build of the body, whatever the backend) on scratch copies of the outputs and prints
+the elements each wrote; ``dump_dir`` saves input and output arrays as ``.npy`` with a
+``launch.json`` (grid, block, backend, argument shapes) beside them.
 """
 
 from __future__ import annotations
