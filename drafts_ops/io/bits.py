@@ -59,5 +59,10 @@ def quantise(values: np.ndarray, nbits: int) -> np.ndarray:
     """Round and clip float values into the range of an ``nbits`` sample (float32 passes)."""
     if nbits == 32:
         return np.asarray(values, dtype=np.float32)
+    values = np.asarray(values)
+    if values.dtype == SAMPLE_DTYPES[nbits] and nbits in (8, 16):
+        return values  # already samples of this size: nothing to round or clip (no copy)
     top = (1 << nbits) - 1
+    if np.issubdtype(values.dtype, np.integer):
+        return np.clip(values, 0, top).astype(SAMPLE_DTYPES[nbits])
     return np.clip(np.rint(values), 0, top).astype(SAMPLE_DTYPES[nbits])

@@ -241,9 +241,7 @@ def best_boxcar(series: np.ndarray, nchan: int) -> tuple[float, int, int]:
     return best
 
 
-def footprint_snr(
-    first: np.ndarray, profile: np.ndarray, delays: np.ndarray
-) -> tuple[float, int]:
+def footprint_snr(first: np.ndarray, profile: np.ndarray, delays: np.ndarray) -> tuple[float, int]:
     """Matched-filter S/N (module definition) and best boxcar width (samples)."""
     _, series = dedispersed_profile(first, profile, delays)
     snr, width, _ = best_boxcar(series, profile.shape[0])

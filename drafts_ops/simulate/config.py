@@ -91,7 +91,9 @@ class SimulationConfig:
 
     def _check(self) -> None:
         if self.nbits not in NOISE_LEVELS:
-            raise ParameterError(f"nbits = {self.nbits} is not supported: use {tuple(NOISE_LEVELS)}")
+            raise ParameterError(
+                f"nbits = {self.nbits} is not supported: use {tuple(NOISE_LEVELS)}"
+            )
         if not isinstance(self.nchans, int) or self.nchans <= 0:
             raise ParameterError(f"nchans = {self.nchans!r} must be a positive integer")
         if not (isinstance(self.tsamp, (int, float)) and math.isfinite(self.tsamp)):
@@ -105,6 +107,9 @@ class SimulationConfig:
             raise ParameterError(
                 f"duration = {self.duration_s} s must be at least one sample ({self.tsamp} s)"
             )
+        self._check_kinds()
+
+    def _check_kinds(self) -> None:
         if self.nchans * self.nbits % 8:
             raise ParameterError(f"{self.nchans} channels of {self.nbits} bits is not whole bytes")
         if self.bandpass not in BANDPASSES:
@@ -169,7 +174,7 @@ def demo_config() -> SimulationConfig:
         ),
         rfi=(
             RFISpec(kind="persistent", count=2, strength=2.0),
-            RFISpec(kind="impulsive", count=2, strength=6.0, width_s=1e-3),
+            RFISpec(kind="impulsive", count=2, strength=4.0, width_s=1e-3),
             RFISpec(kind="drifting", count=1, strength=5.0, width_s=1.5),
         ),
     )

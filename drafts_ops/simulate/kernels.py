@@ -6,10 +6,13 @@ through the inverse normal CDF). Any block can therefore be generated independen
 parallel, in any order, and the noise under an injected signal can be recomputed exactly:
 the signal is added to the *same* deviate before quantisation.
 
-The inverse CDF uses a 65,537-entry table with linear interpolation inside the table cells
-(error < 2e-3 sigma in the outermost interpolated cell, < 1e-5 sigma for |z| < 3) and the
-exact Wichura AS241 algorithm (the one Python's ``statistics.NormalDist.inv_cdf`` uses) in
-the two outermost cells, with 53-bit uniforms, so the tails reach about 8 sigma.
+One 64-bit hash gives three deviates: each 21-bit part selects one of 65,536 equal-
+probability cells of the normal distribution (16 bits) and one of 32 positions inside it (5
+bits); the value is interpolated linearly in a float32 table of the inverse CDF (error <
+2e-3 sigma in the outermost interpolated cell, < 1e-5 sigma for |z| < 3). The two
+outermost cells (|z| > 3.8) use the exact Wichura AS241 algorithm (the one Python's
+``statistics.NormalDist.inv_cdf`` uses) with 53 further hashed bits, so the tails are exact
+out to about 8 sigma.
 """
 
 from __future__ import annotations
@@ -26,14 +29,16 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _S30 = np.uint64(30)
 _S27 = np.uint64(27)
 _S31 = np.uint64(31)
-_S48 = np.uint64(48)
-_S32 = np.uint64(32)
 _S11 = np.uint64(11)
-_S16 = np.uint64(16)
-_LOW16 = np.uint64(0xFFFF)
+_S5 = np.uint64(5)
+_LOW5 = np.uint64(0x1F)
+_LOW21 = np.uint64(0x1FFFFF)
+_S43 = np.uint64(43)
+_S22 = np.uint64(22)
+_S1 = np.uint64(1)
 #: Cells of the inverse-CDF table (16 bits of the hash select the cell).
 TABLE_CELLS = 65536
-_TAIL_SALT = np.array([0x632BE59BD9B4E019, 0x8CB92BA72F3D8DD7], dtype=np.uint64)
+_TAIL_SALT = np.array([0x632BE59BD9B4E019, 0x8CB92BA72F3D8DD7, 0x3C6EF372FE94F82B], dtype=np.uint64)
 
 
 @njit(cache=True, inline="always")
@@ -44,56 +49,47 @@ def mix64(z):
     return z ^ (z >> _S31)
 
 
+# Wichura (1988) AS241 PPND16 coefficients, lowest order first: central region, then the
+# intermediate and far tails (numerators _xN, denominators _xD).
+_CN = (3.3871328727963666080e0, 1.3314166789178437745e2, 1.9715909503065514427e3,
+       1.3731693765509461125e4, 4.5921953931549871457e4, 6.7265770927008700853e4,
+       3.3430575583588128105e4, 2.5090809287301226727e3)  # fmt: skip
+_CD = (1.0, 4.2313330701600911252e1, 6.8718700749205790830e2, 5.3941960214247511077e3,
+       2.1213794301586595867e4, 3.9307895800092710610e4, 2.8729085735721942674e4,
+       5.2264952788528545610e3)  # fmt: skip
+_IN = (1.42343711074968357734e0, 4.63033784615654529590e0, 5.76949722146069140550e0,
+       3.64784832476320460504e0, 1.27045825245236838258e0, 2.41780725177450611770e-1,
+       2.27238449892691845833e-2, 7.74545014278341407640e-4)  # fmt: skip
+_ID = (1.0, 2.05319162663775882187e0, 1.67638483018380384940e0, 6.89767334985100004550e-1,
+       1.48103976427480074590e-1, 1.51986665636164571966e-2, 5.47593808499534494600e-4,
+       1.05075007164441684324e-9)  # fmt: skip
+_TN = (6.65790464350110377720e0, 5.46378491116411436990e0, 1.78482653991729133580e0,
+       2.96560571828504891230e-1, 2.65321895265761230930e-2, 1.24266094738807843860e-3,
+       2.71155556874348757815e-5, 2.01033439929228813265e-7)  # fmt: skip
+_TD = (1.0, 5.99832206555887937690e-1, 1.36929880922735805310e-1, 1.48753612908506148525e-2,
+       7.86869131145613259100e-4, 1.84631831751005468180e-5, 1.42151175831644588870e-7,
+       2.04426310338993978564e-15)  # fmt: skip
+
+
+@njit(cache=True, inline="always")
+def _ratio(num, den, r):
+    """``num(r) / den(r)`` for two degree-7 polynomials (coefficients lowest first)."""
+    top = num[7]
+    bottom = den[7]
+    for i in range(6, -1, -1):
+        top = top * r + num[i]
+        bottom = bottom * r + den[i]
+    return top / bottom
+
+
 @njit(cache=True)
 def ndtri(p):
     """Inverse standard-normal CDF (Wichura 1988, AS241 PPND16; relative error ~1e-16)."""
     q = p - 0.5
     if abs(q) <= 0.425:
-        r = 0.180625 - q * q
-        num = (
-            ((((((2.5090809287301226727e3 * r + 3.3430575583588128105e4) * r
-                 + 6.7265770927008700853e4) * r + 4.5921953931549871457e4) * r
-               + 1.3731693765509461125e4) * r + 1.9715909503065514427e3) * r
-             + 1.3314166789178437745e2) * r + 3.3871328727963666080e0
-        )
-        den = (
-            ((((((5.2264952788528545610e3 * r + 2.8729085735721942674e4) * r
-                 + 3.9307895800092710610e4) * r + 2.1213794301586595867e4) * r
-               + 5.3941960214247511077e3) * r + 6.8718700749205790830e2) * r
-             + 4.2313330701600911252e1) * r + 1.0
-        )
-        return q * num / den
-    r = p if q < 0.0 else 1.0 - p
-    r = math.sqrt(-math.log(r))
-    if r <= 5.0:
-        r -= 1.6
-        num = (
-            ((((((7.74545014278341407640e-4 * r + 2.27238449892691845833e-2) * r
-                 + 2.41780725177450611770e-1) * r + 1.27045825245236838258e0) * r
-               + 3.64784832476320460504e0) * r + 5.76949722146069140550e0) * r
-             + 4.63033784615654529590e0) * r + 1.42343711074968357734e0
-        )
-        den = (
-            ((((((1.05075007164441684324e-9 * r + 5.47593808499534494600e-4) * r
-                 + 1.51986665636164571966e-2) * r + 1.48103976427480074590e-1) * r
-               + 6.89767334985100004550e-1) * r + 1.67638483018380384940e0) * r
-             + 2.05319162663775882187e0) * r + 1.0
-        )
-    else:
-        r -= 5.0
-        num = (
-            ((((((2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r
-                 + 1.24266094738807843860e-3) * r + 2.65321895265761230930e-2) * r
-               + 2.96560571828504891230e-1) * r + 1.78482653991729133580e0) * r
-             + 5.46378491116411436990e0) * r + 6.65790464350110377720e0
-        )
-        den = (
-            ((((((2.04426310338993978564e-15 * r + 1.42151175831644588870e-7) * r
-                 + 1.84631831751005468180e-5) * r + 7.86869131145613259100e-4) * r
-               + 1.48753612908506148525e-2) * r + 1.36929880922735805310e-1) * r
-             + 5.99832206555887937690e-1) * r + 1.0
-        )
-    val = num / den
+        return q * _ratio(_CN, _CD, 0.180625 - q * q)
+    r = math.sqrt(-math.log(p if q < 0.0 else 1.0 - p))
+    val = _ratio(_IN, _ID, r - 1.6) if r <= 5.0 else _ratio(_TN, _TD, r - 5.0)
     return -val if q < 0.0 else val
 
 
@@ -109,65 +105,76 @@ def normal_table():
 
 
 @njit(cache=True, inline="always")
-def _interpolated(cell_bits, frac_bits, table):
-    """Table interpolation (branch-free): 16-bit cell number, 16-bit position inside it."""
-    cell = np.int64(cell_bits)
-    frac = np.float32(np.int32(frac_bits)) * np.float32(1.0 / TABLE_CELLS) + np.float32(
-        0.5 / TABLE_CELLS
-    )
+def _interpolated(bits, table):
+    """Table interpolation (branch-free) of a 21-bit part: 16-bit cell, 5-bit position."""
+    cell = np.int64(bits >> _S5)
+    frac = np.float32(np.int32(bits & _LOW5)) * np.float32(1.0 / 32) + np.float32(1.0 / 64)
     t0 = table[cell]
     return t0 + (table[cell + 1] - t0) * frac
 
 
 @njit(cache=True)
-def _tail(x, half, cell):
+def _tail(x, part, cell):
     """Exact deviate in an outermost cell, from 53 further bits hashed out of ``x``."""
-    fine = ((mix64(x ^ _TAIL_SALT[half]) >> _S11) + 0.5) * 2.0**-53
+    fine = ((mix64(x ^ _TAIL_SALT[part]) >> _S11) + 0.5) * 2.0**-53
     return np.float32(ndtri((cell + fine) / TABLE_CELLS))
 
 
 @njit(cache=True, inline="always")
-def _halves(key, pair):
-    x = mix64(key + pair * GOLDEN)
-    return x, x >> _S48, (x >> _S32) & _LOW16, (x >> _S16) & _LOW16, x & _LOW16
+def _parts(x):
+    """The three 21-bit parts of a 64-bit hash (bits 43-63, 22-42, 1-21)."""
+    return (x >> _S43) & _LOW21, (x >> _S22) & _LOW21, (x >> _S1) & _LOW21
 
 
 @njit(cache=True)
 def element_normal(key, element, table):
     """Standard-normal deviate (float32) number ``element`` (int >= 0) of stream ``key``.
 
-    Element ``e`` is half ``e & 1`` of the 64-bit hash of counter ``e >> 1``; each 32-bit
-    half is a 16-bit table cell and a 16-bit position inside it.
+    Element ``e`` is part ``e % 3`` of the 64-bit hash of counter ``e // 3``; each 21-bit
+    part is a 16-bit table cell and a 5-bit position inside it.
     """
-    half = element & 1
-    x, c0, f0, c1, f1 = _halves(key, np.uint64(element >> 1))
-    cell = c1 if half else c0
-    frac = f1 if half else f0
+    part = element % 3
+    x = mix64(key + np.uint64(element // 3) * GOLDEN)
+    b0, b1, b2 = _parts(x)
+    bits = b0 if part == 0 else (b1 if part == 1 else b2)
+    cell = np.int64(bits >> _S5)
     if cell == 0 or cell == TABLE_CELLS - 1:
-        return _tail(x, half, np.int64(cell))
-    return _interpolated(cell, frac, table)
+        return _tail(x, part, cell)
+    return _interpolated(bits, table)
 
 
 @njit(cache=True, inline="always")
 def _row_normals(key, first, nchan, table, z):
     """Deviates of elements ``first .. first + nchan - 1`` into ``z[offset:offset+nchan]``.
 
-    Returns ``offset`` (``first & 1``). A branch-free pass interpolates every element;
-    elements in the two outermost cells (recognised by their value beyond the table's
-    second and second-last entries) are then recomputed exactly.
+    Returns ``offset`` (``first % 3``). A branch-free pass interpolates every element; if
+    any fell in one of the two outermost cells (a row of 4096 in eight), those elements,
+    recognised by their value beyond the table's second and second-last entries, are
+    recomputed exactly.
     """
-    offset = first & 1
-    npair = (offset + nchan + 1) >> 1
-    pair0 = np.uint64(first >> 1)
-    for j in range(npair):
-        _, c0, f0, c1, f1 = _halves(key, pair0 + np.uint64(j))
-        z[2 * j] = _interpolated(c0, f0, table)
-        z[2 * j + 1] = _interpolated(c1, f1, table)
-    low = table[1]
-    high = table[TABLE_CELLS - 1]
-    for i in range(2 * npair):
-        if z[i] < low or z[i] > high:
-            z[i] = element_normal(key, 2 * (first >> 1) + i, table)
+    offset = first % 3
+    ntriple = (offset + nchan + 2) // 3
+    triple0 = np.uint64(first // 3)
+    last = np.uint64(TABLE_CELLS - 1)
+    zero = np.uint64(0)
+    flag = 0
+    for j in range(ntriple):
+        x = mix64(key + (triple0 + np.uint64(j)) * GOLDEN)
+        b0, b1, b2 = _parts(x)
+        z[3 * j] = _interpolated(b0, table)
+        z[3 * j + 1] = _interpolated(b1, table)
+        z[3 * j + 2] = _interpolated(b2, table)
+        c0 = b0 >> _S5
+        c1 = b1 >> _S5
+        c2 = b2 >> _S5
+        flag |= (c0 == zero) | (c0 == last) | (c1 == zero) | (c1 == last)
+        flag |= (c2 == zero) | (c2 == last)
+    if flag:
+        low = table[1]
+        high = table[TABLE_CELLS - 1]
+        for i in range(3 * ntriple):
+            if z[i] < low or z[i] > high:
+                z[i] = element_normal(key, 3 * (first // 3) + i, table)
     return offset
 
 
@@ -175,11 +182,11 @@ def _row_normals(key, first, nchan, table, z):
 def _quantise(value, top, integer):
     if not integer:
         return value
-    return min(max(math.floor(value + np.float32(0.5)), 0.0), top)
+    return min(max(np.floor(value + np.float32(0.5)), np.float32(0.0)), top)
 
 
 @njit(cache=True, parallel=True)
-def fill_noise(out, start, key, mean, sigma, table, top, integer):
+def fill_noise(out, start, key, mean, sigma, table, top, integer):  # noqa: PLR0917
     """Fill ``out [nsamp, nchan]`` (file layout) with quantised Gaussian noise.
 
     Element ``(r, c)`` is ``quantise(mean[c] + sigma[c] * z)`` with ``z`` the deviate of
@@ -188,14 +195,16 @@ def fill_noise(out, start, key, mean, sigma, table, top, integer):
     """
     nsamp, nchan = out.shape
     for r in prange(nsamp):
-        z = np.empty(nchan + 2, dtype=np.float32)
+        z = np.empty(nchan + 3, dtype=np.float32)
         offset = _row_normals(key, (start + r) * nchan, nchan, table, z)
         for c in range(nchan):
             out[r, c] = _quantise(mean[c] + sigma[c] * z[c + offset], top, integer)
 
 
 @njit(cache=True, parallel=True)
-def add_signal(out, start, samples, chans, values, key, mean, sigma, table, top, integer):
+def add_signal(  # noqa: PLR0917
+    out, start, samples, chans, values, key, mean, sigma, table, top, integer
+):
     """Re-quantise the listed elements with ``values`` (in units of sigma) added to the noise.
 
     ``samples`` are absolute sample numbers (``start`` is the first row of ``out``); each

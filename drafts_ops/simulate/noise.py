@@ -85,7 +85,7 @@ class NoiseModel:
     sigma: np.ndarray
     nbits: int
     key: np.uint64
-    _table: np.ndarray = field(default_factory=lambda: _normal_table(), repr=False)
+    _table: np.ndarray = field(default_factory=_normal_table, repr=False)
 
     @classmethod
     def build(

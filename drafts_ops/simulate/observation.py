@@ -34,9 +34,7 @@ class Simulation:
             freqs, config.nbits, config.seed, config.bandpass, config.noise_level
         )
         chan_bw = abs(config.foff)
-        self.bursts = [
-            RenderedBurst.render(freqs, config.tsamp, b, chan_bw) for b in config.bursts
-        ]
+        self.bursts = [RenderedBurst.render(freqs, config.tsamp, b, chan_bw) for b in config.bursts]
         rng = np.random.default_rng([config.seed, 1])
         self.rfi: list[RFIComponent] = []
         for spec in config.rfi:

@@ -21,8 +21,8 @@ from drafts_ops.simulate.burst import (
     FWHM_PER_SIGMA,
     BurstSpec,
     RenderedBurst,
-    dedispersed_profile,
     best_boxcar,
+    dedispersed_profile,
     unit_profile,
 )
 
