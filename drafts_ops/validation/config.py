@@ -106,6 +106,8 @@ class ValidationConfig:
         Deliberately broken production path (self-test of the validator).
     probe_samples : int
         Output samples of the seeded random-data probe used for parity and localisation.
+    repeats : int
+        Streamed passes per path; timings are of the fastest pass.
     """
 
     dm_min: float = 0.0
@@ -122,6 +124,7 @@ class ValidationConfig:
     thresholds: Thresholds = Thresholds()
     delay_fault: DelayFault | None = None
     probe_samples: int = 1024
+    repeats: int = 1
 
     def __post_init__(self) -> None:
         if self.algorithms is not None:
@@ -131,7 +134,7 @@ class ValidationConfig:
             problems.append(f"DM range {self.dm_min}..{self.dm_max} pc cm^-3")
         if self.dm_step is not None and not self.dm_step > 0:
             problems.append(f"dm_step = {self.dm_step}")
-        for name in ("block_size", "max_width_samples", "probe_samples"):
+        for name in ("block_size", "max_width_samples", "probe_samples", "repeats"):
             if int(getattr(self, name)) < 1:
                 problems.append(f"{name} = {getattr(self, name)} (must be >= 1)")
         if self.max_samples is not None and self.max_samples < 1:

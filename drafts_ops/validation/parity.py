@@ -141,8 +141,8 @@ def locate_differences(
     other: Runner,
     plan: DMPlan,
     data: np.ndarray,
-    nout: int,
     *,
+    nout: int,
     tolerance: float = 0.0,
     max_shift: int = 8,
 ) -> Localisation:
@@ -175,7 +175,7 @@ def locate_differences(
     rows = np.flatnonzero(full > tolerance)
     found: dict[int, np.ndarray] = {}
     if rows.size:
-        _bisect(np.arange(plan.nchan), rows, data, diff, tolerance, found)
+        _bisect(np.arange(plan.nchan), rows, data, diff, tolerance=tolerance, found=found)
     faults = []
     for channel, chan_rows in sorted(found.items()):
         lone = np.zeros_like(data)
@@ -205,7 +205,7 @@ def locate_differences(
     )
 
 
-def _bisect(channels, rows, data, diff, tolerance, found: dict[int, np.ndarray]) -> None:
+def _bisect(channels, rows, data, diff, *, tolerance: float, found: dict[int, np.ndarray]) -> None:
     """Record in ``found`` each single channel whose lone group differs (on ``rows``)."""
     masked = np.zeros_like(data)
     masked[channels] = data[channels]
@@ -217,7 +217,7 @@ def _bisect(channels, rows, data, diff, tolerance, found: dict[int, np.ndarray])
         return
     half = channels.size // 2
     for part in (channels[:half], channels[half:]):
-        _bisect(part, rows[bad], data, diff, tolerance, found)
+        _bisect(part, rows[bad], data, diff, tolerance=tolerance, found=found)
 
 
 def _delay_shift(

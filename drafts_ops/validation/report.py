@@ -157,7 +157,6 @@ def _agreement_blocks(f: FileResult) -> list[Block]:
     return out
 
 
-
 def _performance_table(f: FileResult) -> Block:
     rows = [[r["path"], str(r["nblocks"]), f"{r['warmup_s']:.3f}", f"{r['read_s']:.4f}",
              f"{r['dedisperse_s']:.4f}", f"{r['detect_s']:.4f}",

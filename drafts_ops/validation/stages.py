@@ -85,7 +85,7 @@ def run_path(fplan: FilePlan, name: str) -> PathRun:
         fplan.file, fplan.dm_plan(), name,
         Path(fplan.work_dir) / f"{name.replace('/', '-')}.dmt.npy",
         block_size=cfg.block_size, overlap=fplan.overlap, max_samples=cfg.max_samples,
-        backend=cfg.backend, fault=cfg.delay_fault,
+        backend=cfg.backend, fault=cfg.delay_fault, repeats=cfg.repeats,
     )  # fmt: skip
 
 
@@ -158,8 +158,15 @@ def evaluate(
     h = fplan.header
     return FileResult(
         file=fplan.file,
-        header={"nchans": h.nchans, "nsamples": h.nsamples, "tsamp_s": h.tsamp, "fch1_mhz": h.fch1,
-                "foff_mhz": h.foff, "nbits": h.nbits, "tobs_s": h.tobs},  # fmt: skip
+        header={
+            "nchans": h.nchans,
+            "nsamples": h.nsamples,
+            "tsamp_s": h.tsamp,
+            "fch1_mhz": h.fch1,
+            "foff_mhz": h.foff,
+            "nbits": h.nbits,
+            "tobs_s": h.tobs,
+        },
         plan=plan.summary(),
         dms=list(fplan.dms),
         block_size=cfg.block_size,
@@ -190,7 +197,7 @@ def _probe(fplan: FilePlan, plan: DMPlan, exact: list[str], parity: dict[str, Pa
         probes[p] = compare_outputs(p, ref_out, runner(data)[:, :nout], plan,
                                     cfg.thresholds.exact_max_rel_diff)  # fmt: skip
         if probes[p].max_abs_diff > 0 or parity[p].max_rel_diff > cfg.thresholds.exact_max_rel_diff:
-            locs[p] = locate_differences(p, reference, runner, plan, data, nout)
+            locs[p] = locate_differences(p, reference, runner, plan, data, nout=nout)
     return probes, locs
 
 
@@ -269,15 +276,18 @@ class ValidationReport:
         }
 
 
-def validate_file(file: str | Path, config: ValidationConfig, work_dir: str | Path) -> FileResult:
-    """Every stage for one file, in sequence (plots included)."""
+def validate_file(
+    file: str | Path, config: ValidationConfig, work_dir: str | Path, *, plots: bool = True
+) -> FileResult:
+    """Every stage for one file, in sequence (figures unless ``plots=False``)."""
     from drafts_ops.validation.plots import file_plots
 
     fplan = plan_file(file, config, work_dir)
     runs = {p: run_path(fplan, p) for p in fplan.paths}
     detections = {p: detect(fplan, r) for p, r in runs.items()}
     result = evaluate(fplan, runs, detections)
-    result.plots = file_plots(runs, result)
+    if plots:
+        result.plots = file_plots(runs, result)
     return result
 
 
@@ -288,7 +298,11 @@ def build_report(results: list[FileResult], config: ValidationConfig) -> Validat
 
 
 def validate_files(
-    files: list[str | Path], out_dir: str | Path, config: ValidationConfig | None = None
+    files: list[str | Path],
+    out_dir: str | Path,
+    config: ValidationConfig | None = None,
+    *,
+    plots: bool = True,
 ) -> tuple[ValidationReport, dict[str, Path]]:
     """Validate ``files`` and write ``validation.{html,md,json}`` to ``out_dir`` (no Prefect).
 
@@ -300,5 +314,5 @@ def validate_files(
     if not files:
         raise ParameterError("no observation file to validate")
     work = Path(out_dir) / "work"
-    report = build_report([validate_file(f, config, work) for f in files], config)
+    report = build_report([validate_file(f, config, work, plots=plots) for f in files], config)
     return report, write_report(report, out_dir)

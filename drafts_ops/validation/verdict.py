@@ -30,6 +30,10 @@ class VerdictLine:
         return f"{'PASS' if self.passed else 'FAIL'}  {self.path}: {self.text}"
 
 
+def _cmp(ok: bool) -> str:
+    return "<=" if ok else ">"
+
+
 def is_exact(path: str) -> bool:
     """Whether production path ``path`` must reproduce the prototype exactly."""
     return path_algorithm(path) in EXACT_ALGORITHMS
@@ -48,7 +52,7 @@ def parity_lines(file: str, parity: Parity, probe: Parity | None, t: Thresholds)
         )  # fmt: skip
         lines.append(VerdictLine(
             file, p.path, f"parity ({label})", ok, p.max_rel_diff, t.exact_max_rel_diff,
-            f"{label}: max rel diff {p.max_rel_diff:.3g} <= {t.exact_max_rel_diff:g} "
+            f"{label}: max rel diff {p.max_rel_diff:.3g} {_cmp(ok)} {t.exact_max_rel_diff:g} "
             f"({100 * p.frac_identical:.2f}% values identical){where}",
         ))  # fmt: skip
     return lines
@@ -63,7 +67,7 @@ def snr_loss_line(file: str, path: str, losses: list[float], t: Thresholds) -> V
     ok = worst <= t.fast_max_snr_loss
     return VerdictLine(
         file, path, "snr loss", ok, worst, t.fast_max_snr_loss,
-        f"max S/N loss at {len(losses)} burst(s) {100 * worst:.2f}% <= "
+        f"max S/N loss at {len(losses)} burst(s) {100 * worst:.2f}% {_cmp(ok)} "
         f"{100 * t.fast_max_snr_loss:g}%",
     )  # fmt: skip
 
@@ -84,7 +88,7 @@ def localisation_line(file: str, path: str, loc) -> VerdictLine:
     """Where a failing exact path differs (informational, always a failure)."""
     faults = ", ".join(
         f"DM {f.dm:.2f} (index {f.dm_index}) channel {f.channel} ({f.freq_mhz:.2f} MHz) "
-        f"delay {'off by %+d' % f.shift if f.shift is not None else 'not a pure shift'}"
+        f"delay {f'off by {f.shift:+d}' if f.shift is not None else 'not a pure shift'}"
         for f in loc.faults[:10]
     )
     more = f" and {len(loc.faults) - 10} more" if len(loc.faults) > 10 else ""
