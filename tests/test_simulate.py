@@ -245,3 +245,13 @@ def test_too_many_persistent_channels():
     config = dataclasses.replace(SMALL, rfi=(RFISpec(kind="persistent", count=65),))
     with pytest.raises(ParameterError, match="65 persistent RFI channels"):
         Simulation(config)
+
+
+def test_quantise_passes_ready_samples_through():
+    """write_sigproc streams simulator blocks without rounding copies (bits.quantise)."""
+    from drafts_ops.io.bits import quantise
+
+    block = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    assert quantise(block, 8) is block
+    np.testing.assert_array_equal(quantise(block, 2), np.minimum(block, 3))
+    np.testing.assert_array_equal(quantise(np.array([-0.6, 2.5, 300.0]), 8), [0, 2, 255])
