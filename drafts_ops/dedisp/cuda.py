@@ -29,22 +29,27 @@ def cuda_available() -> bool:
         return False
 
 
+cuda = None  # numba.cuda, imported on first use (after NUMBA_ENABLE_CUDASIM is read)
+
+
+def _brute_body(data, delays, out, d_first):  # pragma: no cover - device code
+    t = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    d = d_first + cuda.blockIdx.y
+    b = cuda.blockIdx.z
+    if t < out.shape[2] and d < out.shape[1]:
+        acc = np.float32(0.0)
+        for c in range(data.shape[1]):
+            acc += np.float32(data[b, c, t + delays[d, c]])
+        out[b, d, t] = acc
+
+
 @functools.cache
 def _kernel():
-    from numba import cuda, float32
+    global cuda  # noqa: PLW0603 - the simulator patches this module global
+    from numba import cuda as numba_cuda
 
-    @cuda.jit
-    def brute_kernel(data, delays, out, d_first):  # pragma: no cover - device code
-        t = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        d = d_first + cuda.blockIdx.y
-        b = cuda.blockIdx.z
-        if t < out.shape[2] and d < out.shape[1]:
-            acc = float32(0.0)
-            for c in range(data.shape[1]):
-                acc += float32(data[b, c, t + delays[d, c]])
-            out[b, d, t] = acc
-
-    return brute_kernel
+    cuda = numba_cuda
+    return numba_cuda.jit(_brute_body)
 
 
 def gpu_facts() -> dict[str, int | str]:

@@ -58,14 +58,14 @@ def _log_tiling(tiling: TilingPlan) -> None:
     log.log(level, "%s", tiling)
 
 
-def _cpu_tiling(name: str, data, trials: Trials, out, ctx: Context, workspace: int = 0):
+def _cpu_tiling(name: str, data, trials: Trials, out, ctx: Context, *, workspace: int = 0):
     tiling = plan_cpu_tiling(
         name,
         data.shape,
-        trials.delays.shape[0],
-        data.shape[2] - out.shape[2],
-        data.dtype.itemsize,
-        data.dtype.name,
+        ndm=trials.delays.shape[0],
+        max_delay=data.shape[2] - out.shape[2],
+        itemsize=data.dtype.itemsize,
+        dtype=data.dtype.name,
         workspace_bytes=workspace,
         **ctx.tiles,
     )
@@ -88,9 +88,11 @@ def _subband_cpu(data, trials: Trials, out, ctx: Context) -> None:
         lambda: auto_subband_plan(trials.delays, trials.dms, trials.freqs, trials.tsamp, nout),
     )
     shape = (data.shape[0], sub.buffer_len(nout))
-    tiling = _cpu_tiling("production/subband/cpu", data, trials, out, ctx, 4 * shape[0] * shape[1])
+    tiling = _cpu_tiling(
+        "production/subband/cpu", data, trials, out, ctx, workspace=4 * shape[0] * shape[1]
+    )
     y = ctx.pool.get("subband-stage1", shape, np.float32, token=id(sub))
-    subband_cpu(data, trials.delays, out, tiling, sub, y)
+    subband_cpu(data, trials.delays, out, tiling, sub=sub, y=y)
 
 
 def _brute_cuda(data, trials: Trials, out, ctx: Context) -> None:
@@ -102,9 +104,9 @@ def _brute_cuda(data, trials: Trials, out, ctx: Context) -> None:
     tiling = plan_cuda_tiling(
         "production/brute/cuda",
         data.shape,
-        trials.delays.shape[0],
-        data.shape[2] - out.shape[2],
-        data.dtype.name,
+        ndm=trials.delays.shape[0],
+        max_delay=data.shape[2] - out.shape[2],
+        dtype=data.dtype.name,
         facts=facts,
     )
     ctx.last_tiling = tiling
@@ -264,7 +266,7 @@ def dedisperse(
     """
     spec = registry.get_operator(mode, algorithm, backend)
     data3, out3 = _prepare(data, plan, spec, out)
-    ctx = Context(pool=pool or default_pool, tiles=dict(tiles or {}))
+    ctx = Context(pool=default_pool if pool is None else pool, tiles=dict(tiles or {}))
     spec.run(data3, plan, out3, ctx)
     return out3 if np.ndim(data) == 3 else out3[0]
 
@@ -283,9 +285,14 @@ def tiling_for(
     registry.infer_dtype(dtype)
     shape3 = (1, *shape) if len(shape) == 2 else tuple(shape)
     return plan_cpu_tiling(
-        f"production/{algorithm}/cpu", shape3, plan.ndm, shape3[2] - out_shape[-1],
-        dtype.itemsize, dtype.name, **(tiles or {}),
-    )  # fmt: skip
+        f"production/{algorithm}/cpu",
+        shape3,
+        ndm=plan.ndm,
+        max_delay=shape3[2] - out_shape[-1],
+        itemsize=dtype.itemsize,
+        dtype=dtype.name,
+        **(tiles or {}),
+    )
 
 
 def dedisperse_batch(
@@ -343,7 +350,7 @@ def stream_dedisperse(
         raise OperatorError(f"block_nsamp = {block_nsamp} must be positive")
     factor = int(plan.decimation.max())
     block_nsamp = -(-block_nsamp // factor) * factor  # decimation windows align across blocks
-    pool = pool or default_pool
+    pool = default_pool if pool is None else pool
     overlap = plan.max_delay
     full = block_nsamp + overlap
     batch: np.ndarray | None = None

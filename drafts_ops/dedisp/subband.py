@@ -11,10 +11,13 @@ that serves it::
     out[d, t] = sum_s y[s, D(d, s), t + delays[d, r_s]]
 
 The nominal DMs are themselves plan trials, chosen per sub-band by a greedy rule: a trial
-joins a nominal DM while the largest per-channel delay error inside the sub-band,
-``max_c |(delays[D, c] - delays[D, r_s]) - (delays[d, c] - delays[d, r_s])|``, stays within
-``max(tol_min, beta * w_s(d))`` samples, where ``w_s(d)`` is the effective width at the
-sub-band's lowest frequency (sampling time and in-channel smearing, in samples). At a
+joins a nominal DM while the per-channel delay errors inside the sub-band,
+``e_c = |(delays[D, c] - delays[D, r_s]) - (delays[d, c] - delays[d, r_s])|``, satisfy
+``max_c e_c <= max(tol_min, beta * w_s(d))`` and ``rms_c e_c <= max(rms_min, beta *
+w_s(d))`` samples, where ``w_s(d)`` is the effective width at the sub-band's lowest
+frequency (sampling time and in-channel smearing, in samples). The rms bound keeps
+unresolved pulses at low DM whole; the width term lets high-DM trials, smeared anyway,
+share nominal DMs widely. At a
 nominal DM the result equals brute force exactly. Cost per output sample is about
 ``sum_s nominal_s * nchan_s + ndm * nsub`` additions instead of ``ndm * nchan``; ``nsub``
 is chosen to minimise it unless given. The measured S/N loss is documented in
@@ -35,8 +38,10 @@ from drafts_ops.errors import OperatorError
 
 #: Delay error (samples) always allowed inside a sub-band.
 DEFAULT_TOL_MIN = 1.0
+#: RMS delay error (samples) always allowed inside a sub-band (keeps narrow pulses whole).
+RMS_MIN = 0.5
 #: Fraction of the sub-band's effective width allowed as delay error.
-DEFAULT_BETA = 0.5
+DEFAULT_BETA = 0.3
 _STAGE1_CHUNK = 2048
 
 
@@ -105,7 +110,7 @@ def _widths_samples(dms: np.ndarray, freqs: np.ndarray, tsamp: float, fmin: floa
     return np.sqrt(1.0 + smear**2)
 
 
-def _group_end(v: np.ndarray, top: np.ndarray, tol: np.ndarray, limit: int, i: int) -> tuple:
+def _group_end(v, top, tol, rms_tol, limit: int, i: int) -> tuple:  # noqa: PLR0917
     """Largest ``j`` such that trials ``i..j`` can share the nominal trial ``(i + j) // 2``."""
     ndm = v.shape[0]
 
@@ -113,8 +118,13 @@ def _group_end(v: np.ndarray, top: np.ndarray, tol: np.ndarray, limit: int, i: i
         if j >= ndm:
             return False
         m = (i + j) // 2
-        err = np.abs(v[i : j + 1] - v[m]).max(axis=1)
-        return bool(np.all(err <= tol[i : j + 1]) and top[i : j + 1].max() + v[m].max() <= limit)
+        err = np.abs(v[i : j + 1] - v[m])
+        rms = np.sqrt((err.astype(np.float64) ** 2).mean(axis=1))
+        return bool(
+            np.all(err.max(axis=1) <= tol[i : j + 1])
+            and np.all(rms <= rms_tol[i : j + 1])
+            and top[i : j + 1].max() + v[m].max() <= limit
+        )
 
     j, step = i, 1
     while ok(j + step):
@@ -152,11 +162,12 @@ def build_subband_plan(
         ref = c0 + int(np.argmax(freqs[c0:c1]))
         top = delays[:, ref].astype(np.int64)
         v = delays[:, c0:c1].astype(np.int64) - top[:, None]
-        tol = np.maximum(tol_min, beta * _widths_samples(dms, freqs, tsamp, freqs[c0:c1].min()))
+        width = beta * _widths_samples(dms, freqs, tsamp, freqs[c0:c1].min())
+        tol, rms_tol = np.maximum(tol_min, width), np.maximum(RMS_MIN, width)
         offsets[:, s] = top
         i = 0
         while i < ndm:
-            j, m = _group_end(v, top, tol, limit, i)
+            j, m = _group_end(v, top, tol, rms_tol, limit, i)
             row_map[i : j + 1, s] = len(rows)
             max_error = max(max_error, int(np.abs(v[i : j + 1] - v[m]).max()))
             omin, omax = int(top[i : j + 1].min()), int(top[i : j + 1].max())
@@ -173,10 +184,15 @@ def auto_subband_plan(
     tsamp: float,
     nout: int,
     *,
-    tol_min: float = DEFAULT_TOL_MIN,
-    beta: float = DEFAULT_BETA,
+    tol_min: float | None = None,
+    beta: float | None = None,
 ) -> SubbandPlan:
-    """The sub-band plan with the fewest additions over ``nsub`` in 4, 8, ..., 64."""
+    """The sub-band plan with the fewest additions over ``nsub`` in 4, 8, ..., 64.
+
+    ``tol_min`` and ``beta`` default to :data:`DEFAULT_TOL_MIN` and :data:`DEFAULT_BETA`.
+    """
+    tol_min = DEFAULT_TOL_MIN if tol_min is None else tol_min
+    beta = DEFAULT_BETA if beta is None else beta
     nchan = delays.shape[1]
     candidates = sorted({min(n, nchan) for n in (4, 8, 16, 32, 64)})
     plans = [
@@ -198,7 +214,7 @@ def cached_subband_plan(owner: object, key: tuple, build) -> SubbandPlan:
 
 
 @njit(parallel=True, fastmath=True, cache=True)
-def subband_stage1(
+def subband_stage1(  # noqa: PLR0917 (kernel: positional)
     data, delays, row_trial, row_c0, row_c1, row_ref, row_omin, row_ptr, row_len, y
 ):  # pragma: no cover - compiled
     """Stage 1: every (batch, row) partial sum into the flat buffer ``y [nbatch, total]``."""
@@ -249,7 +265,13 @@ def subband_stage2(y, base, out, tile_dm, tile_t):  # pragma: no cover - compile
 
 
 def subband_cpu(
-    data: np.ndarray, delays: np.ndarray, out: np.ndarray, tiling, sub: SubbandPlan, y: np.ndarray
+    data: np.ndarray,
+    delays: np.ndarray,
+    out: np.ndarray,
+    tiling,
+    *,
+    sub: SubbandPlan,
+    y: np.ndarray,
 ) -> None:
     """Two-stage dedispersion of ``data [nbatch, nchan, nsamp]`` into ``out``.
 

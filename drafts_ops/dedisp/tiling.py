@@ -174,11 +174,11 @@ def _round_down(value: int, multiple: int) -> int:
 def plan_cpu_tiling(
     operator: str,
     shape: tuple[int, int, int],
+    *,
     ndm: int,
     max_delay: int,
     itemsize: int,
     dtype: str,
-    *,
     workspace_bytes: int = 0,
     facts: MachineFacts | None = None,
     tile_dm: int | None = None,
@@ -200,19 +200,21 @@ def plan_cpu_tiling(
     tile_dm = tile_dm or min(16, ndm)
     tile_t = tile_t or min(1024, nout)
     # Keep enough parallel tiles for every thread (x4 for balance).
-    while auto_t and nbatch * math.ceil(ndm / tile_dm) * math.ceil(nout / tile_t) < (
-        4 * facts.threads
-    ) and tile_t > 64:
+    while (
+        auto_t
+        and nbatch * math.ceil(ndm / tile_dm) * math.ceil(nout / tile_t) < (4 * facts.threads)
+        and tile_t > 64
+    ):
         tile_t //= 2
     span = math.ceil(max_delay * tile_dm / max(ndm, 1)) + 1
     if tile_chan is None:
         fit = (facts.l2_bytes // 2) // max((tile_t + span) * itemsize, 1)
-        tile_chan = min(nchan, _round_down(int(fit), 4))
+        tile_chan = min(nchan, _round_down(int(fit), 8))
     for name, value in (("tile_dm", tile_dm), ("tile_t", tile_t), ("tile_chan", tile_chan)):
         if value <= 0:
             raise OperatorError(f"{name} = {value} must be positive")
-    # Channel slabs hold whole groups of four: the summation order never depends on tiles.
-    tile_chan = 4 * math.ceil(tile_chan / 4)
+    # Channel slabs hold whole groups of eight: the summation order never depends on tiles.
+    tile_chan = 8 * math.ceil(tile_chan / 8)
     return TilingPlan(
         operator=operator,
         dtype=dtype,
@@ -233,10 +235,10 @@ def plan_cpu_tiling(
 def plan_cuda_tiling(
     operator: str,
     shape: tuple[int, int, int],
+    *,
     ndm: int,
     max_delay: int,
     dtype: str,
-    *,
     facts: MachineFacts | None = None,
     threads_per_block: int = 256,
 ) -> TilingPlan:
