@@ -21,7 +21,7 @@ from drafts_ops.detect.candidates import Candidate, candidates_from_clusters
 from drafts_ops.detect.cluster import cluster_giants
 from drafts_ops.detect.single_pulse import block_snr, giants_above
 from drafts_ops.validation.config import Thresholds, ValidationConfig
-from drafts_ops.validation.runner import PathRun
+from drafts_ops.validation.runner import PathRun, Runner
 
 #: Bursts taken from the prototype's candidates when there is no truth table.
 MAX_DETECTED_BURSTS = 5
@@ -73,11 +73,15 @@ def dm_window(plan: DMPlan, dm: float, thresholds: Thresholds) -> float:
 
 @dataclass(frozen=True)
 class Burst:
-    """A burst to measure: injected (``source="truth"``) or detected by the prototype."""
+    """A burst to measure: injected (``source="truth"``) or detected by the prototype.
+
+    ``width_s``: intrinsic width (truth) or boxcar width (detected), s.
+    """
 
     source: str
     dm: float
     t_s: float
+    width_s: float
     truth_snr: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -93,7 +97,9 @@ def truth_bursts(observation: str | Path) -> list[Burst] | None:
     from drafts_ops.simulate.truth import read_truth
 
     return [
-        Burst("truth", float(r["dm"]), float(r["tcand_s"]), r.get("snr"))
+        Burst(
+            "truth", float(r["dm"]), float(r["tcand_s"]), float(r["width_s"] or 0.0), r.get("snr")
+        )
         for r in read_truth(table)
         if r["kind"] == "burst"
     ]
@@ -102,7 +108,25 @@ def truth_bursts(observation: str | Path) -> list[Burst] | None:
 def detected_bursts(candidates: list[Candidate], thresholds: Thresholds) -> list[Burst]:
     """The prototype's brightest candidates at or above ``match_snr``."""
     strong = [c for c in candidates if c.snr >= thresholds.match_snr]
-    return [Burst("detected", c.dm, c.tcand_s) for c in strong[:MAX_DETECTED_BURSTS]]
+    return [Burst("detected", c.dm, c.tcand_s, c.width_s) for c in strong[:MAX_DETECTED_BURSTS]]
+
+
+def replica_loss(
+    reference: Runner, other: Runner, plan: DMPlan, burst: Burst, *, overlap: int, nout: int = 256
+) -> float:
+    """S/N loss ``1 - S/N(other) / S/N(reference)`` on a noise-free replica of ``burst``.
+
+    The replica (same DM and width, the simulator's smearing, exact delays) arrives 64
+    samples into a block of ``overlap + nout`` samples; each S/N is the best boxcar over
+    the whole DM grid (:mod:`drafts_ops.dedisp.quality`), so the loss is deterministic:
+    no noise realisation favours either path.
+    """
+    from drafts_ops.dedisp.quality import best_boxcar, simulated_burst
+
+    data = simulated_burst(plan, burst.dm, 64 * plan.tsamp, burst.width_s, overlap + nout)
+    ref = best_boxcar(np.asarray(reference(data)[:, :nout], np.float64), plan.nchan).snr
+    got = best_boxcar(np.asarray(other(data)[:, :nout], np.float64), plan.nchan).snr
+    return 1.0 - got / ref if ref > 0 else 0.0
 
 
 def _window(plan: DMPlan, nout: int, burst: Burst, thresholds: Thresholds):

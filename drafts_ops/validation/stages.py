@@ -150,7 +150,7 @@ def evaluate(
         if vd.is_exact(p):
             lines += vd.parity_lines(fplan.file, parity[p], probe.get(p), t)
         else:
-            losses = [b["loss"][p] for b in bursts if b["loss"].get(p) is not None]
+            losses = [b["replica_loss"][p] for b in bursts]
             lines.append(vd.snr_loss_line(fplan.file, p, losses, t))
         lines.append(vd.agreement_line(fplan.file, a, t))
         if p in locs:
@@ -207,7 +207,10 @@ def _bursts(fplan: FilePlan, plan: DMPlan, detections: dict[str, agr.Detection])
     found = agr.truth_bursts(fplan.file)
     if found is None:
         found = agr.detected_bursts(detections[BASELINE].candidates, t)
-    rows = []
+    cfg = fplan.config
+    runners = {p: make_runner(p, path_plan(plan, p, cfg.delay_fault), cfg.backend)
+               for p in fplan.paths}  # fmt: skip
+    rows, kept = [], []
     for burst in found:
         snr = {p: agr.snr_at(d, plan, burst, t) for p, d in detections.items()}
         if snr[BASELINE] is None:  # outside the validated DM range or time span
@@ -215,10 +218,16 @@ def _bursts(fplan: FilePlan, plan: DMPlan, detections: dict[str, agr.Detection])
         ref = snr[BASELINE]["snr"]
         loss = {p: (1.0 - s["snr"] / ref if s is not None and ref > 0 else None)
                 for p, s in snr.items() if p != BASELINE}  # fmt: skip
-        rows.append({**burst.to_dict(), "snr": snr, "loss": loss})
+        replica = {
+            p: agr.replica_loss(runners[BASELINE], runners[p], plan, burst, overlap=fplan.overlap)
+            for p in fplan.paths
+            if p != BASELINE
+        }
+        rows.append({**burst.to_dict(), "snr": snr, "loss": loss, "replica_loss": replica})
+        kept.append(burst)
     if not rows:
         return rows, None
-    first = agr.Burst(rows[0]["source"], rows[0]["dm"], rows[0]["t_s"])
+    first = kept[0]
     curves = {p: agr.snr_vs_dm(d, plan, first, t) for p, d in detections.items()}
     return rows, {"burst": first.to_dict(), "dms": list(fplan.dms), "snr": curves}
 

@@ -59,7 +59,7 @@ def parity_lines(file: str, parity: Parity, probe: Parity | None, t: Thresholds)
 
 
 def snr_loss_line(file: str, path: str, losses: list[float], t: Thresholds) -> VerdictLine:
-    """Approximate algorithms: the largest S/N loss at any burst within the bound."""
+    """Approximate algorithms: the largest S/N loss on the bursts' noise-free replicas."""
     if not losses:
         return VerdictLine(file, path, "snr loss", True, None, t.fast_max_snr_loss,
                            "no burst to measure S/N loss at (check not applicable)")  # fmt: skip
@@ -67,7 +67,8 @@ def snr_loss_line(file: str, path: str, losses: list[float], t: Thresholds) -> V
     ok = worst <= t.fast_max_snr_loss
     return VerdictLine(
         file, path, "snr loss", ok, worst, t.fast_max_snr_loss,
-        f"max S/N loss at {len(losses)} burst(s) {100 * worst:.2f}% {_cmp(ok)} "
+        f"max S/N loss on noise-free replicas of {len(losses)} burst(s) "
+        f"{100 * worst:.2f}% {_cmp(ok)} "
         f"{100 * t.fast_max_snr_loss:g}%",
     )  # fmt: skip
 
