@@ -1,0 +1,106 @@
+"""The search flow end to end, in both dedispersion modes, with its performance log."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from flowdata import SEARCH, write_observation
+
+from drafts_ops.perf import SCHEMA, read_perf
+from drafts_ops.searchrun import STAGES
+from flows.options import SearchOptions
+from flows.search import artifact_key, search_flow
+
+PULSE = {"dm": 150.0, "t_s": 3.0}
+
+
+@pytest.fixture(scope="module")
+def observation(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import numpy as np
+
+    path = tmp_path_factory.mktemp("obs") / "pulse.fil"
+    return write_observation(path, np.random.default_rng(7), **PULSE)
+
+
+def _candidates(path: Path) -> list[dict[str, float]]:
+    with path.open(newline="") as fh:
+        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+
+
+@pytest.fixture(scope="module")
+def both_modes(prefect_harness, observation: Path, tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("search")
+    results = {}
+    for mode in ("prototype", "production"):
+        options = SearchOptions(dedisp_mode=mode, max_workers=2, **SEARCH)
+        results[mode] = search_flow(str(observation), str(out / mode), options)
+    return results
+
+
+def test_search_finds_the_pulse_in_both_modes(both_modes) -> None:
+    found = {}
+    for mode, result in both_modes.items():
+        cands = _candidates(Path(result["outputs"]["candidates_csv"]))
+        assert result["candidates"] == len(cands)
+        best = max(cands, key=lambda c: c["snr"])
+        assert best["dm"] == pytest.approx(PULSE["dm"], abs=5)
+        assert best["tcand_s"] == pytest.approx(PULSE["t_s"], abs=0.005)
+        assert best["snr"] > 15
+        found[mode] = cands
+    assert found["prototype"] == found["production"]
+
+
+def test_perf_json_per_run(both_modes) -> None:
+    for mode, result in both_modes.items():
+        doc = json.loads(Path(result["perf"]).read_text())
+        assert doc["schema"] == SCHEMA
+        assert doc["run"]["dedisp_mode"] == mode
+        assert doc["run"]["orchestrator"] == "prefect"
+        assert [s["name"] for s in doc["stages"]] == list(STAGES)
+        obs = doc["observation"]
+        assert obs["duration_s"] == pytest.approx(obs["nsamples"] * obs["tsamp_s"])
+        dd = doc["stages"][1]
+        assert dd["calls"] >= 3  # 6144 samples in blocks of 2048 (less the DM sweep)
+        assert dd["cells"] == obs["nchans"] * obs["nsamples"] * obs["ndm"]
+        assert dd["cells_per_s"] == pytest.approx(dd["cells"] / dd["wall_s"])
+        total = doc["total"]
+        assert total["wall_s"] == pytest.approx(sum(s["wall_s"] for s in doc["stages"]))
+        assert total["realtime_factor"] == pytest.approx(obs["duration_s"] / total["wall_s"])
+        assert total["candidates"] == result["candidates"]
+        assert read_perf(Path(result["perf"]).parent).stage("merge").calls == 1
+
+
+def test_perf_artifact_published(both_modes, observation: Path) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    key = artifact_key("perf", observation, "production")
+    with get_client(sync_client=True) as client:
+        arts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))
+        )
+    assert arts and arts[0].type == "table"
+    rows = json.loads(arts[0].data)
+    assert [r["name"] for r in rows] == [*STAGES, "total"]
+
+
+def test_options_reject_unknown_and_bad_values() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        SearchOptions(dm_maxx=3)
+    with pytest.raises(ValidationError):
+        SearchOptions(dedisp_mode="fast")
+    with pytest.raises(ValidationError):
+        SearchOptions(dm_min=10, dm_max=5)
+    options = SearchOptions(dm_max=500)
+    with pytest.raises(ValidationError):
+        options.dm_max = 3  # frozen
+    assert options.config().dm_max == 500
+
+
+def test_artifact_key_is_valid() -> None:
+    assert artifact_key("perf", "/x/My_File.v2.fil", "production") == "perf-my-file-v2-production"
