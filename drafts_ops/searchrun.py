@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from drafts_ops import interim_pipeline as pipeline
+from drafts_ops import pipeline
 from drafts_ops.perf import ObservationSize, PerfRecorder, PerfReport
 
 PathLike = str | os.PathLike[str]
@@ -24,14 +24,16 @@ STAGES = ("plan", "dedisperse_detect", "merge", "classify", "write")
 BLOCKS_DIR = "blocks"
 
 
-def observation_size(plan: Any) -> ObservationSize:
+def observation_size(plan: pipeline.SearchPlan) -> ObservationSize:
     """Channels, searched samples, sampling time and DM trials of a search plan."""
-    header = plan.header
-    nsamples = sum(nsamp for _, nsamp in plan.blocks)
+    header = plan.header  # the searched data (after any decimation)
+    nsamples = sum(block.stop - block.start for block in plan.blocks)
     return ObservationSize(header.nchans, nsamples, header.tsamp, len(plan.dms))
 
 
-def run_info(path: PathLike, config: Any, orchestrator: str, task_runner: str) -> dict[str, Any]:
+def run_info(
+    path: PathLike, config: pipeline.SearchConfig, orchestrator: str, task_runner: str
+) -> dict[str, Any]:
     """The ``run`` section of ``perf.json``."""
     return {
         "file": str(path),
@@ -76,7 +78,7 @@ class SearchRun:
 def search_file(
     path: PathLike,
     out_dir: PathLike,
-    config: Any,
+    config: pipeline.SearchConfig,
     *,
     trace_memory: bool = False,
     on_block: Callable[[int], None] | None = None,

@@ -7,7 +7,7 @@ survey directory ``OUT``::
     OUT/files/<key>/...              one search output directory per observation file
     OUT/quarantine/<name>            files that failed validation (moved here)
     OUT/quarantine/<name>.reason.txt why
-    OUT/survey_candidates.csv        every file's candidates, with a ``file`` column
+    OUT/survey_candidates.csv        every file's candidates, with a ``key`` column
     OUT/survey_summary.json          the last run's summary
 
 ``survey_candidates.csv`` is rebuilt from the per-file candidate files after every run, so
@@ -102,17 +102,19 @@ def merge_candidate_files(
 ) -> tuple[Path, int]:
     """Concatenate per-file candidate CSVs into ``OUT/survey_candidates.csv``.
 
-    ``files`` gives ``(key, csv_path)`` pairs; the output has a leading ``file`` column and
-    the union of the inputs' columns. Returns the path and the number of candidates.
+    ``files`` gives ``(key, csv_path)`` pairs; the output has a leading ``key`` column and
+    the union of the inputs' columns (``key`` is the ledger key; the candidates' own
+    ``file`` column, when present, keeps the path searched). Returns the path and the
+    number of candidates.
     """
     rows: list[dict[str, str]] = []
-    columns: dict[str, None] = {"file": None}
+    columns: dict[str, None] = {"key": None}
     for key, csv_path in sorted(files):
         try:
             with Path(csv_path).open(newline="", encoding="utf-8") as fh:
                 reader = csv.DictReader(fh)
                 columns.update(dict.fromkeys(reader.fieldnames or ()))
-                rows.extend({"file": key, **row} for row in reader)
+                rows.extend({**row, "key": key} for row in reader)
         except OSError as err:
             raise DraftsError(f"{csv_path}: cannot read candidates of {key}: {err}") from None
     buffer = io.StringIO()

@@ -8,17 +8,25 @@ turns the options into the science side's search configuration.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import types
 import typing
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from drafts_ops.searchrun import pipeline
+from drafts_ops import pipeline
+from drafts_ops.dedisp.modes import Backend, Mode
+from drafts_ops.pipeline import Detector
 
-DedispMode = Literal["prototype", "production"]
-Algorithm = Literal["brute", "fdmt", "subband"]
-Detector = Literal["classical", "ml", "both"]
+#: Dedispersion algorithms of the production operator (drafts_ops.dedisp.registry).
+Algorithm = Literal["brute", "subband"]
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(pipeline.SearchConfig)}
+
+
+def _default(name: str) -> Any:
+    """The science side's default of a search option (one source of defaults)."""
+    return _DEFAULTS[name]
 
 
 class _Options(BaseModel):
@@ -66,21 +74,40 @@ def _cli_type(annotation: Any) -> tuple[Any, list[Any] | None]:
 
 
 class SearchOptions(_Options):
-    """Parameters of a search of one observation (DM in pc cm^-3, sizes in samples)."""
+    """Parameters of a search of one observation (DM in pc cm^-3, sizes in samples).
 
-    dedisp_mode: DedispMode = Field(
-        "production", description="dedispersion: direct-launched kernel or packaged operator"
+    Fields other than ``max_workers`` and ``trace_memory`` are those of
+    :class:`drafts_ops.pipeline.SearchConfig`, with its defaults.
+    """
+
+    dedisp_mode: Mode = Field(
+        _default("dedisp_mode"), description="direct-launched kernel or packaged operator"
     )
-    algorithm: Algorithm = Field("brute", description="dedispersion algorithm")
-    detector: Detector = Field("classical", description="matched filter, neural detector or both")
-    dm_min: float = Field(0.0, ge=0, description="lowest DM trial, pc cm^-3")
-    dm_max: float = Field(1000.0, ge=0, description="highest DM trial, pc cm^-3")
+    algorithm: Algorithm = Field(_default("algorithm"), description="dedispersion algorithm")
+    backend: Backend = Field(_default("backend"), description="where dedispersion runs")
+    detector: Detector = Field(
+        _default("detector"), description="boxcar search, neural detector, or both"
+    )
+    dm_min: float = Field(_default("dm_min"), ge=0, description="lowest DM trial, pc cm^-3")
+    dm_max: float = Field(_default("dm_max"), ge=0, description="highest DM trial, pc cm^-3")
     dm_step: float | None = Field(
-        None, gt=0, description="fixed DM step, pc cm^-3; unset: tolerance rule"
+        _default("dm_step"), gt=0, description="fixed DM step, pc cm^-3 (unset: tolerance rule)"
     )
-    dm_tol: float = Field(1.25, gt=1, description="DM-trial tolerance (smearing growth factor)")
-    block_size: int = Field(16384, gt=0, description="samples per dedispersion block")
-    snr_threshold: float = Field(7.0, gt=0, description="S/N threshold of the classical search")
+    dm_tol: float = Field(_default("dm_tol"), gt=1, description="DM-trial tolerance factor")
+    block_size: int = Field(_default("block_size"), gt=0, description="samples per block")
+    snr_threshold: float = Field(_default("snr_threshold"), gt=0, description="boxcar S/N cut")
+    max_width_samples: int = Field(
+        _default("max_width_samples"), ge=1, description="widest boxcar, samples"
+    )
+    zero_dm: bool = Field(_default("zero_dm"), description="subtract the zero-DM series")
+    auto_mask: bool = Field(_default("auto_mask"), description="mask outlier channels")
+    time_decimation: int = Field(_default("time_decimation"), ge=1, description="samples averaged")
+    freq_decimation: int = Field(_default("freq_decimation"), ge=1, description="channels averaged")
+    write_h5: bool = Field(_default("write_h5"), description="write FETCH .h5 candidate files")
+    write_plots: bool = Field(_default("write_plots"), description="write candidate PNGs")
+    max_outputs: int = Field(
+        _default("max_outputs"), ge=0, description="cap on .h5 files and PNGs per observation"
+    )
     max_workers: int = Field(2, ge=1, le=64, description="blocks searched concurrently")
     trace_memory: bool = Field(False, description="tracemalloc peaks per stage in perf.json")
 
@@ -92,8 +119,8 @@ class SearchOptions(_Options):
 
     def config(self) -> pipeline.SearchConfig:
         """The science side's search configuration for these options."""
-        names = pipeline.SearchConfig.__dataclass_fields__
-        return pipeline.SearchConfig(**{k: v for k, v in self.model_dump().items() if k in names})
+        values = self.model_dump()
+        return pipeline.SearchConfig(**{k: v for k, v in values.items() if k in _DEFAULTS})
 
 
 class SurveyOptions(_Options):

@@ -36,7 +36,7 @@ from flows.runners import default_task_runner, submit_bounded
 from flows.search import artifact_key, retry_on_io_error
 
 #: The search output that the survey merges (a key of the pipeline's ``write_outputs``).
-CANDIDATES_OUTPUT = "candidates_csv"
+CANDIDATES_OUTPUT = "csv"
 
 
 @task(

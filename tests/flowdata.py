@@ -13,7 +13,13 @@ from drafts_ops.io.sigproc import write_sigproc
 #: The small test band: 64 channels of 2 MHz from 1500 MHz down, 1 ms samples.
 HEADER = Header(nchans=64, fch1=1500.0, foff=-2.0, tsamp=1e-3, nbits=8, nsamples=0)
 #: Search options matched to it (keep the flow tests fast).
-SEARCH = {"dm_min": 0.0, "dm_max": 300.0, "block_size": 2048, "snr_threshold": 8.0}
+SEARCH = {
+    "dm_min": 0.0,
+    "dm_max": 300.0,
+    "block_size": 2048,
+    "snr_threshold": 8.0,
+    "max_outputs": 2,
+}
 
 
 def write_observation(

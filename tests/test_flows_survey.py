@@ -18,7 +18,10 @@ from flows.survey import survey_flow
 
 #: (file name, DM, arrival time s) of the pulses in the incoming directory.
 PULSES = (("a.fil", 80.0, 2.0), ("b.fil", 150.0, 3.0), ("c.fil", 220.0, 4.0))
-OPTIONS = {"options": SurveyOptions(max_files=2), "search": SearchOptions(**SEARCH)}
+OPTIONS = {
+    "options": SurveyOptions(max_files=2),
+    "search": SearchOptions(**SEARCH, write_plots=False),
+}
 
 
 def _incoming(root: Path, pulses=PULSES) -> Path:
@@ -37,7 +40,7 @@ def _rows(out: Path) -> list[dict[str, str]]:
 
 def _check_pulses(rows: list[dict[str, str]], pulses=PULSES) -> None:
     for name, dm, t_s in pulses:
-        mine = [r for r in rows if r["file"] == name]
+        mine = [r for r in rows if r["key"] == name]
         best = max(mine, key=lambda r: float(r["snr"]))
         assert float(best["dm"]) == pytest.approx(dm, abs=5)
         assert float(best["tcand_s"]) == pytest.approx(t_s, abs=0.005)
@@ -101,7 +104,7 @@ def test_crash_mid_survey_then_rerun_completes(
     assert Ledger.load(out).counts() == {"done": 3}
     rows = _rows(out)
     _check_pulses(rows)
-    keys = [(r["file"], r["tcand_s"], r["dm"]) for r in rows]
+    keys = [(r["key"], r["tcand_s"], r["dm"]) for r in rows]
     assert len(keys) == len(set(keys))
 
 
