@@ -18,10 +18,9 @@ from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from drafts_ops.errors import ParameterError
+from flows import DEPLOY_DIR
 
 RunnerKind = Literal["threads", "dask"]
-#: The checkout's deploy/ folder (prefect.yaml, dask.yaml, docker-compose.yml).
-DEPLOY_DIR = Path(__file__).resolve().parents[1] / "deploy"
 DEFAULT_DASK_CONFIG = DEPLOY_DIR / "dask.yaml"
 
 
