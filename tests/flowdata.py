@@ -18,7 +18,8 @@ SEARCH = {
     "dm_max": 300.0,
     "block_size": 2048,
     "snr_threshold": 8.0,
-    "max_outputs": 2,
+    "max_outputs": 1,
+    "write_plots": False,
 }
 
 

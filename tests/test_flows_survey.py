@@ -20,7 +20,7 @@ from flows.survey import survey_flow
 PULSES = (("a.fil", 80.0, 2.0), ("b.fil", 150.0, 3.0), ("c.fil", 220.0, 4.0))
 OPTIONS = {
     "options": SurveyOptions(max_files=2),
-    "search": SearchOptions(**SEARCH, write_plots=False),
+    "search": SearchOptions(**SEARCH),
 }
 
 
