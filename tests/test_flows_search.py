@@ -2,32 +2,33 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
 import pytest
-from flowdata import SEARCH, write_observation
 
+from drafts_ops.detect.writers import read_csv
 from drafts_ops.perf import SCHEMA, read_perf
+from drafts_ops.resources import resource_path
 from drafts_ops.searchrun import STAGES
 from flows.options import SearchOptions
 from flows.search import artifact_key, search_flow
 
-PULSE = {"dm": 150.0, "t_s": 3.0}
+#: The demo search: default DM range (0..1000), four blocks searched concurrently.
+DEMO = {"block_size": 4096, "write_plots": False, "max_outputs": 2, "max_workers": 2}
+
+
+def _bursts() -> list[dict[str, float]]:
+    """Injected bursts of the demo observation (data/demo.truth.csv)."""
+    with resource_path("data", "demo.truth.csv").open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["kind"] == "burst"]
+    return [{"tcand_s": float(r["tcand_s"]), "dm": float(r["dm"])} for r in rows]
 
 
 @pytest.fixture(scope="module")
-def observation(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import numpy as np
-
-    path = tmp_path_factory.mktemp("obs") / "pulse.fil"
-    return write_observation(path, np.random.default_rng(7), **PULSE)
-
-
-def _candidates(path: Path) -> list:
-    from drafts_ops.detect.writers import read_csv
-
-    return read_csv(path)
+def observation() -> Path:
+    return resource_path("data", "demo.fil")
 
 
 @pytest.fixture(scope="module")
@@ -35,23 +36,29 @@ def both_modes(prefect_harness, observation: Path, tmp_path_factory: pytest.Temp
     out = tmp_path_factory.mktemp("search")
     results = {}
     for mode in ("prototype", "production"):
-        options = SearchOptions(dedisp_mode=mode, max_workers=2, **SEARCH)
+        options = SearchOptions(dedisp_mode=mode, **DEMO)
         results[mode] = search_flow(str(observation), str(out / mode), options)
     return results
 
 
-def test_search_finds_the_pulse_in_both_modes(both_modes) -> None:
+def test_search_finds_the_demo_bursts_in_both_modes(both_modes) -> None:
     found = {}
     for mode, result in both_modes.items():
-        cands = _candidates(Path(result["outputs"]["csv"]))
+        cands = read_csv(Path(result["outputs"]["csv"]))
         assert result["candidates"] == len(cands)
-        best = max(cands, key=lambda c: c.snr)
-        assert best.dm == pytest.approx(PULSE["dm"], abs=5)
-        assert best.tcand_s == pytest.approx(PULSE["t_s"], abs=0.005)
-        assert best.snr > 15
+        for burst in _bursts():
+            near = [c for c in cands if abs(c.tcand_s - burst["tcand_s"]) < 0.01]
+            assert near, f"{mode}: no candidate near the burst at {burst}"
+            best = max(near, key=lambda c: c.snr)
+            assert best.dm == pytest.approx(burst["dm"], rel=0.03)
+            assert best.snr > 8
         assert Path(result["outputs"]["h5:0"]).exists()
         found[mode] = cands
-    assert found["prototype"] == found["production"]
+    proto, prod = found["prototype"], found["production"]
+    assert [(c.dm_index, c.sample, c.width_samples) for c in proto] == [
+        (c.dm_index, c.sample, c.width_samples) for c in prod
+    ]
+    assert [c.snr for c in proto] == pytest.approx([c.snr for c in prod], rel=1e-4)
 
 
 def test_perf_json_per_run(both_modes) -> None:
@@ -64,7 +71,7 @@ def test_perf_json_per_run(both_modes) -> None:
         obs = doc["observation"]
         assert obs["duration_s"] == pytest.approx(obs["nsamples"] * obs["tsamp_s"])
         dd = doc["stages"][1]
-        assert dd["calls"] >= 3  # 6144 samples in blocks of 2048 (less the DM sweep)
+        assert dd["calls"] == 4  # 15625 samples less the DM sweep, in blocks of 4096
         assert dd["cells"] == obs["nchans"] * obs["nsamples"] * obs["ndm"]
         assert dd["cells_per_s"] == pytest.approx(dd["cells"] / dd["wall_s"])
         total = doc["total"]
