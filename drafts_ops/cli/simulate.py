@@ -30,8 +30,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--demo", action="store_true", help="the standard demo observation")
     obs = p.add_argument_group("observation")
     obs.add_argument("--nchans", type=int, default=256, help="channels (default 256)")
-    obs.add_argument("--fch1", type=float, default=1499.4140625, help="first channel, MHz")
-    obs.add_argument("--foff", type=float, default=-1.171875, help="channel step, MHz")
+    obs.add_argument(
+        "--fch1", type=float, help="first channel, MHz (default: 1200-1500 MHz band, top first)"
+    )
+    obs.add_argument("--foff", type=float, help="channel step, MHz (default -300 / nchans)")
     obs.add_argument("--tsamp", type=float, default=512e-6, help="sampling time, s")
     obs.add_argument("--nbits", type=int, default=8, help="bits per sample (1-32)")
     obs.add_argument("--duration", type=float, default=8.0, help="length, s (default 8)")
@@ -131,10 +133,16 @@ def build_config(args: argparse.Namespace):
 
     if args.demo:
         return demo_config()
+    foff = -300.0 / max(args.nchans, 1) if args.foff is None else args.foff
+    fch1 = (
+        (1500.0 - abs(foff) / 2 if foff < 0 else 1200.0 + foff / 2)
+        if args.fch1 is None
+        else args.fch1
+    )
     config = SimulationConfig(
         nchans=args.nchans,
-        fch1=args.fch1,
-        foff=args.foff,
+        fch1=fch1,
+        foff=foff,
         tsamp=args.tsamp,
         nbits=args.nbits,
         duration_s=args.duration,

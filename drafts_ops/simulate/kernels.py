@@ -185,7 +185,7 @@ def _quantise(value, top, integer):
     return min(max(np.floor(value + np.float32(0.5)), np.float32(0.0)), top)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, nogil=True)
 def fill_noise(out, start, key, mean, sigma, table, top, integer):  # noqa: PLR0917
     """Fill ``out [nsamp, nchan]`` (file layout) with quantised Gaussian noise.
 
@@ -201,7 +201,7 @@ def fill_noise(out, start, key, mean, sigma, table, top, integer):  # noqa: PLR0
             out[r, c] = _quantise(mean[c] + sigma[c] * z[c + offset], top, integer)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, nogil=True)
 def add_signal(  # noqa: PLR0917
     out, start, samples, chans, values, key, mean, sigma, table, top, integer
 ):

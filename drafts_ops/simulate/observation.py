@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -56,14 +57,32 @@ class Simulation:
             self.noise.add(out, start, index // nchan, index % nchan, summed)
         return out
 
-    def blocks(self, block_samples: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
-        """``(start, block [nsamp, nchans])`` covering the observation in order."""
+    def blocks(
+        self, block_samples: int | None = None, *, prefetch: bool = False
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """``(start, block [nsamp, nchans])`` covering the observation in order.
+
+        ``prefetch`` computes the next block in a background thread while the caller
+        consumes the current one (e.g. writes it), holding two blocks in memory.
+        """
         if block_samples is None:
             row_bytes = self.header.nchans * self.noise.dtype.itemsize
             block_samples = max(1, BLOCK_BYTES // row_bytes)
         total = self.header.nsamples
-        for start in range(0, total, block_samples):
-            yield start, self.block(start, min(block_samples, total - start))
+        starts = range(0, total, block_samples)
+        if not prefetch:
+            for start in starts:
+                yield start, self.block(start, min(block_samples, total - start))
+            return
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = None
+            for start in starts:
+                future = pool.submit(self.block, start, min(block_samples, total - start))
+                if pending is not None:
+                    yield pending[0], pending[1].result()
+                pending = (start, future)
+            if pending is not None:
+                yield pending[0], pending[1].result()
 
     def truth_rows(self) -> list[dict[str, object]]:
         """Truth table rows: bursts in configuration order, then RFI."""
@@ -109,8 +128,9 @@ def write_simulation(
 ) -> Path:
     """Stream a simulated observation to a SIGPROC file and write ``OUT.truth.csv``.
 
-    Memory is bounded by one block (:data:`BLOCK_BYTES`). Both files are written
-    atomically. ``progress`` shows a tqdm bar on stderr. Returns ``out_path``.
+    Memory is bounded by two blocks (:data:`BLOCK_BYTES` each: the next one is generated
+    while the current one is written). Both files are written atomically. ``progress``
+    shows a tqdm bar on stderr. Returns ``out_path``.
     """
     out_path = Path(out_path)
     sim = Simulation(config)
@@ -125,7 +145,7 @@ def write_simulation(
             disable=not progress,
             desc=out_path.name,
         ) as bar:
-            for _, block in sim.blocks():
+            for _, block in sim.blocks(prefetch=True):
                 yield block.T
                 bar.update(block.shape[0])
 

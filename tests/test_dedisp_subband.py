@@ -1,0 +1,122 @@
+"""Sub-band dedispersion and time decimation of the production operator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from drafts_ops.dedisp import DMPlan, dedisperse
+from drafts_ops.dedisp.plan import dispersion_delay_s, smearing_s
+from drafts_ops.dedisp.quality import best_boxcar
+from drafts_ops.dedisp.reference import dedisperse_reference
+from drafts_ops.dedisp.subband import build_subband_plan, speedup_estimate, subband_cpu
+from drafts_ops.dedisp.tiling import plan_cpu_tiling
+
+#: Documented bound on the sub-band S/N loss against brute force (README.md).
+SNR_LOSS_BOUND = 0.05
+
+
+def band_plan(nchan: int = 64, dm_max: float = 300.0, *, ascending: bool = False) -> DMPlan:
+    freqs = 1500.0 - np.arange(nchan) * (500.0 / nchan)
+    if ascending:
+        freqs = freqs[::-1].copy()
+    return DMPlan.build(np.arange(0.0, dm_max + 1), freqs, 1e-3)
+
+
+def burst(plan: DMPlan, dm: float, t0: float, sigma: float, nsamp: int) -> np.ndarray:
+    """Gaussian pulse (sd ``sigma`` samples) at exact, unrounded delays, smeared in each
+    channel by the dispersion across it (a boxcar, averaged on 16 sub-steps)."""
+    delay = dispersion_delay_s(dm, plan.freqs, plan.f_ref) / plan.tsamp
+    smear = smearing_s(dm, abs(plan.freqs[1] - plan.freqs[0]), plan.freqs) / plan.tsamp
+    t = np.arange(nsamp)[None, :] - t0 - delay[:, None]
+    steps = (np.arange(16) + 0.5) / 16 - 0.5
+    pulse = sum(np.exp(-0.5 * ((t - u * smear[:, None]) / sigma) ** 2) for u in steps) / 16
+    return pulse.astype(np.float32)
+
+
+def test_exact_when_every_trial_is_nominal(rng):
+    plan = band_plan(40, 150.0)
+    data = rng.integers(0, 200, (1, 40, plan.max_delay + 100)).astype(np.uint8)
+    sub = build_subband_plan(plan.delays, plan.dms, plan.freqs, plan.tsamp, 6, tol_min=0, beta=0)
+    assert sub.max_error == 0
+    out = np.empty((1, plan.ndm, 100), np.float32)
+    y = np.empty((1, sub.buffer_len(100)), np.float32)
+    tiling = plan_cpu_tiling(
+        "t", data.shape, ndm=plan.ndm, max_delay=plan.max_delay, itemsize=1, dtype="uint8"
+    )
+    subband_cpu(data, plan.delays, out, tiling, sub=sub, y=y)
+    np.testing.assert_array_equal(out[0], dedisperse_reference(data[0], plan.delays))
+
+
+@pytest.mark.parametrize("ascending", [False, True])
+def test_nominal_trials_equal_brute_force(rng, ascending):
+    plan = band_plan(64, 300.0, ascending=ascending)
+    data = rng.integers(0, 200, (64, plan.max_delay + 200)).astype(np.uint8)
+    out = dedisperse(data, plan, algorithm="subband")
+    ref = dedisperse_reference(data, plan.delays)
+    sub = build_subband_plan(plan.delays, plan.dms, plan.freqs, plan.tsamp, 8)
+    out8 = np.empty((1, plan.ndm, 200), np.float32)
+    y = np.empty((1, sub.buffer_len(200)), np.float32)
+    tiling = plan_cpu_tiling(
+        "t", (1, *data.shape), ndm=plan.ndm, max_delay=plan.max_delay, itemsize=1, dtype="uint8"
+    )
+    subband_cpu(data[None], plan.delays, out8, tiling, sub=sub, y=y)
+    # A trial whose internal sub-band delays equal its nominal DMs' is computed exactly.
+    exact = np.ones(plan.ndm, bool)
+    for s in range(sub.nsub):
+        c0, c1 = sub.edges[s], sub.edges[s + 1]
+        ref_c = sub.row_ref[sub.row_map[:, s]]
+        nominal = sub.row_trial[sub.row_map[:, s]]
+        inner = plan.delays[:, c0:c1] - plan.delays[np.arange(plan.ndm), ref_c][:, None]
+        inner_nominal = plan.delays[nominal, c0:c1] - plan.delays[nominal, ref_c][:, None]
+        exact &= np.all(inner == inner_nominal, axis=1)
+    assert exact.any() and not exact.all()
+    np.testing.assert_array_equal(out8[0][exact], ref[exact])
+    assert out.shape == ref.shape
+    assert speedup_estimate(sub, 64, 200) > 1.5
+
+
+@pytest.mark.parametrize(("dm", "sigma"), [(37.3, 1.0), (151.6, 2.0), (262.2, 1.0)])
+def test_subband_finds_bursts_with_bounded_snr_loss(dm, sigma):
+    plan = band_plan(64, 300.0)
+    nout, t0 = 160, 60.0
+    data = burst(plan, dm, t0, sigma, nout + plan.max_delay)
+    brute = best_boxcar(dedisperse(data, plan, algorithm="brute"), plan.nchan)
+    fast = best_boxcar(dedisperse(data, plan, algorithm="subband"), plan.nchan)
+    assert abs(plan.dms[fast.dm_index] - dm) <= 2.0
+    assert abs(fast.sample + fast.width / 2 - t0) <= 2 + fast.width / 2
+    assert 1 - fast.snr / brute.snr < SNR_LOSS_BOUND
+
+
+def test_simulated_bursts_lose_little_snr():
+    simulate = pytest.importorskip("drafts_ops.simulate.burst")
+    assert simulate.burst_signal is not None
+    from drafts_ops.dedisp.quality import snr_loss_survey
+
+    plan = band_plan(64, 300.0)
+    loss = snr_loss_survey(plan, np.array([12.4, 88.8, 203.1]), (1e-3, 4e-3), nout=128)
+    assert np.all(loss < SNR_LOSS_BOUND)
+    assert np.all(loss > -1e-3)  # brute force is the optimum on its own grid
+
+
+def test_decimated_trials_follow_the_documented_rule(rng):
+    plan0 = band_plan(16, 80.0)
+    factors = np.where(plan0.dms < 30, 1, np.where(plan0.dms < 60, 2, 4)).astype(np.int32)
+    plan = DMPlan.build(plan0.dms, plan0.freqs, plan0.tsamp, factors)
+    nout = 101  # not a multiple of 2 or 4: last window partial
+    data = rng.integers(0, 100, (16, plan.max_delay + nout)).astype(np.uint8)
+    out = dedisperse(data, plan)
+    full = dedisperse_reference(data, plan.delays)
+    for d in range(plan.ndm):
+        f = int(factors[d])
+        if f == 1:
+            np.testing.assert_array_equal(out[d], full[d])
+            continue
+        ncoarse = -(-data.shape[1] // f)
+        padded = np.zeros((16, ncoarse * f))
+        padded[:, : data.shape[1]] = data
+        counts = np.full(ncoarse, f)
+        counts[-1] = data.shape[1] - (ncoarse - 1) * f
+        coarse = padded.reshape(16, ncoarse, f).sum(axis=2) / counts
+        row = dedisperse_reference(coarse, (plan.delays[d : d + 1] // f))[0]
+        np.testing.assert_allclose(out[d], np.repeat(row, f)[:nout], rtol=1e-5)
