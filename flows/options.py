@@ -17,10 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drafts_ops import pipeline
 from drafts_ops.dedisp.modes import Backend, Mode
+from drafts_ops.dedisp.registry import Algorithm
 from drafts_ops.pipeline import Detector
 
-#: Dedispersion algorithms of the production operator (drafts_ops.dedisp.registry).
-Algorithm = Literal["brute", "subband"]
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(pipeline.SearchConfig)}
 
 
