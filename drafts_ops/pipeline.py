@@ -448,7 +448,7 @@ def _dedisperse(data: np.ndarray, dm_plan: DMPlan, config: SearchConfig) -> np.n
     """The one call into dedispersion: ``[nchan, n]`` → ``[ndm, n - max_delay]`` float32."""
     from drafts_ops.dedisp.stream import dedisperse_block
 
-    return dedisperse_block(data, dm_plan, config.dedisp_mode, config.backend)
+    return dedisperse_block(data, dm_plan, config.dedisp_mode, config.backend, config.algorithm)
 
 
 def _ml_inference():
