@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
+from drafts_ops.dedisp.modes import Backend, Mode
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.detect.candidates import Candidate, candidates_from_clusters
 from drafts_ops.detect.cluster import ClusterLinks, merge_blocks
@@ -34,7 +35,6 @@ from drafts_ops.errors import DraftsError, ParameterError
 from drafts_ops.io import open_observation
 from drafts_ops.io.header import Header
 
-DedispMode = Literal["prototype", "production"]
 Detector = Literal["classical", "ml", "both"]
 
 PathLike = str | Path
@@ -54,8 +54,11 @@ class SearchConfig:
         Allowed growth of the effective width between DM trials (dedisp / Heimdall).
     dedisp_mode : "prototype" | "production"
         Which dedispersion implementation runs.
-    algorithm, backend : str
-        Dedispersion algorithm and backend, checked by the dedispersion operator.
+    backend : "cpu" | "cuda"
+        Where dedispersion runs.
+    algorithm : str
+        Dedispersion algorithm of the production operator (checked by the operator; not
+        used by the prototype).
     detector : "classical" | "ml" | "both"
         Boxcar search, the neural detector, or both (then classified by the classifier).
     block_size : int
@@ -94,9 +97,9 @@ class SearchConfig:
     dm_max: float = 1000.0
     dm_step: float | None = None
     dm_tol: float = 1.25
-    dedisp_mode: DedispMode = "production"
+    dedisp_mode: Mode = "prototype"
     algorithm: str = "brute"
-    backend: str = "cpu"
+    backend: Backend = "cpu"
     detector: Detector = "classical"
     block_size: int = 16384
     snr_threshold: float = 6.5
@@ -121,7 +124,7 @@ class SearchConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "mask_channels", tuple(int(c) for c in self.mask_channels))
         problems = []
-        for name, kind in (("dedisp_mode", DedispMode), ("detector", Detector),
+        for name, kind in (("dedisp_mode", Mode), ("backend", Backend), ("detector", Detector),
                            ("norm_method", NormMethod)):  # fmt: skip
             if getattr(self, name) not in get_args(kind):
                 problems.append(f"{name} = {getattr(self, name)!r} (use one of {get_args(kind)})")
@@ -442,10 +445,10 @@ def _read_searched(path: PathLike, plan: SearchPlan, start: int, stop: int) -> n
 
 
 def _dedisperse(data: np.ndarray, dm_plan: DMPlan, config: SearchConfig) -> np.ndarray:
-    """The one call into dedispersion (swap to ``drafts_ops.dedisp.dedisperse`` when it lands)."""
-    from drafts_ops.dedisp.reference import dedisperse_reference
+    """The one call into dedispersion: ``[nchan, n]`` → ``[ndm, n - max_delay]`` float32."""
+    from drafts_ops.dedisp.stream import dedisperse_block
 
-    return dedisperse_reference(data, dm_plan.delays)
+    return dedisperse_block(data, dm_plan, config.dedisp_mode, config.backend, config.algorithm)
 
 
 def _ml_inference():

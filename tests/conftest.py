@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -23,3 +24,41 @@ def real_data() -> Path:
     if not (REAL_DATA / "28.fil").exists():
         pytest.skip(f"real test data not found at {REAL_DATA}")
     return REAL_DATA
+
+
+@pytest.fixture(scope="session")
+def prefect_harness(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
+    """One temporary Prefect API (``prefect_test_harness``, SQLite) for the whole session.
+
+    ``PREFECT_HOME`` points into a temp dir, so no test touches ``~/.prefect``. Creating the
+    API database runs ~120 migrations (tens of seconds on a loaded machine); a freshly
+    migrated copy is kept in pytest's cache (keyed by the Prefect version) and given to the
+    harness on later runs, which then starts in a few seconds.
+    """
+    import sqlite3
+
+    import prefect
+    import prefect.testing.utilities as harness_module
+    from prefect.settings import PREFECT_HOME, temporary_settings
+
+    home = tmp_path_factory.mktemp("prefect-home")
+    db_dir = tmp_path_factory.mktemp("prefect-db")
+    db_file = db_dir / "prefect-test.db"  # the name prefect_test_harness uses
+    cache = getattr(request.config, "cache", None)
+    template = (
+        Path(cache.mkdir("prefect-db")) / f"prefect-{prefect.__version__}.db" if cache else None
+    )
+    if template is not None and template.exists():
+        shutil.copyfile(template, db_file)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PREFECT_HOME", str(home))
+        mp.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+        mp.setattr(harness_module, "mkdtemp", lambda: str(db_dir))
+        with (
+            temporary_settings(updates={PREFECT_HOME: home}),
+            harness_module.prefect_test_harness(server_startup_timeout=240),
+        ):
+            if template is not None and not template.exists():
+                with sqlite3.connect(db_file) as src, sqlite3.connect(template) as dst:
+                    src.backup(dst)
+            yield

@@ -8,7 +8,6 @@ import h5py
 import numpy as np
 import pytest
 
-import drafts_ops.dedisp
 from drafts_ops.cli import main
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.dedisp.prototype import dedisperse_prototype
@@ -89,14 +88,12 @@ def test_errors_name_the_file(small_fil, tmp_path, capsys):
         dedisperse_file(reader, DMPlan.from_header(HEADER, 0, 10, 1.0), tmp_path / "x.csv")
 
 
-@pytest.mark.skipif(
-    hasattr(drafts_ops.dedisp, "dedisperse"), reason="the production operator has landed"
-)
-def test_production_mode_without_operator_is_a_clear_error(small_fil, tmp_path, capsys):
+def test_production_mode_matches_prototype_through_the_cli(small_fil, tmp_path):
     path, _ = small_fil
-    argv = ["dedisperse", str(path), "--dm-max", "50", "--mode", "production"]
-    assert main([*argv, "--out", str(tmp_path / "p.npy")]) == 2
-    assert "production operator" in capsys.readouterr().err
+    argv = ["dedisperse", str(path), "--dm-max", "50"]
+    assert main([*argv, "--mode", "prototype", "--out", str(tmp_path / "a.npy")]) == 0
+    assert main([*argv, "--mode", "production", "--out", str(tmp_path / "b.npy")]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "b.npy"), np.load(tmp_path / "a.npy"), rtol=1e-5)
 
 
 def test_real_28fil_peak(real_data):

@@ -24,25 +24,22 @@ OUTPUT_SUFFIXES: tuple[str, ...] = (".npy", ".h5")
 
 
 def dedisperse_block(
-    data: np.ndarray, plan: DMPlan, mode: Mode = "prototype", backend: Backend = "cpu"
+    data: np.ndarray,
+    plan: DMPlan,
+    mode: Mode = "prototype",
+    backend: Backend = "cpu",
+    algorithm: str = "brute",
 ) -> np.ndarray:
-    """Dedisperse one block ``[nchan, nsamp]`` to ``[ndm, nsamp - max_delay]`` float32."""
-    if mode == "prototype":
-        from drafts_ops.dedisp.prototype import dedisperse_prototype
+    """Dedisperse one block ``[nchan, nsamp]`` to ``[ndm, nsamp - max_delay]`` float32.
 
-        return dedisperse_prototype(data, plan, backend=backend)
-    if mode == "production":
-        try:
-            from drafts_ops.dedisp import dedisperse  # the production operator (issue 4)
-        except ImportError:
-            raise OperatorError(
-                "mode 'production' needs the production operator "
-                "(drafts_ops.dedisp.dedisperse), which this build does not have yet; "
-                "use mode 'prototype'"
-            ) from None
-        options = {} if backend == "cpu" else {"backend": backend}
-        return dedisperse(data, plan, mode=mode, **options)
-    raise OperatorError(f"unknown dedispersion mode {mode!r}; choose one of {', '.join(MODES)}")
+    Goes through the operator registry (:func:`drafts_ops.dedisp.dedisperse`), which holds
+    both the direct-launched prototype kernel and the production operators.
+    """
+    if mode not in MODES:
+        raise OperatorError(f"unknown dedispersion mode {mode!r}; choose one of {', '.join(MODES)}")
+    from drafts_ops.dedisp.operator import dedisperse
+
+    return dedisperse(data, plan, mode=mode, algorithm=algorithm, backend=backend)  # type: ignore[arg-type]
 
 
 def iter_dedispersed(

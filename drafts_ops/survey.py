@@ -1,0 +1,125 @@
+"""Science side of a survey: scan a directory, validate, quarantine, merge candidates.
+
+No Prefect here; ``flows/survey.py`` wires these functions into a flow. Output layout of a
+survey directory ``OUT``::
+
+    OUT/ledger.json                  which files are done / failed / quarantined
+    OUT/files/<key>/...              one search output directory per observation file
+    OUT/quarantine/<name>            files that failed validation (moved here)
+    OUT/quarantine/<name>.reason.txt why
+    OUT/survey_candidates.csv        every file's candidates, with a ``key`` column
+    OUT/survey_summary.json          the last run's summary
+
+``survey_candidates.csv`` is rebuilt from the per-file candidate files after every run, so
+reruns never duplicate a candidate and never lose one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from drafts_ops.atomic import write_text_atomic
+from drafts_ops.errors import DraftsError, ObservationError
+from drafts_ops.io import open_observation
+from drafts_ops.io.header import Header
+
+QUARANTINE_DIR = "quarantine"
+FILES_DIR = "files"
+SURVEY_CANDIDATES = "survey_candidates.csv"
+SURVEY_SUMMARY = "survey_summary.json"
+#: Samples read at each end of a file by :func:`validate_observation`.
+_PROBE_SAMPLES = 256
+
+
+def scan(directory: str | os.PathLike[str], pattern: str = "*.fil") -> list[Path]:
+    """Observation files under ``directory`` matching the glob ``pattern``, sorted.
+
+    Hidden files (names starting with ``.``, e.g. partial uploads) are skipped.
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise DraftsError(f"{root}: survey input is not a directory")
+    return sorted(p for p in root.glob(pattern) if p.is_file() and not p.name.startswith("."))
+
+
+def file_key(path: Path, root: Path) -> str:
+    """Ledger key of ``path``: its path relative to the scanned ``root`` (POSIX form)."""
+    return path.resolve().relative_to(root.resolve()).as_posix()
+
+
+def file_out_dir(out_dir: str | os.PathLike[str], key: str) -> Path:
+    """Search output directory of the file with ledger key ``key``."""
+    return Path(out_dir) / FILES_DIR / key.replace("/", "__")
+
+
+def validate_observation(path: str | os.PathLike[str]) -> Header:
+    """Open ``path`` and read both ends of it; raise :class:`ObservationError` if unusable.
+
+    Checks what a reader can check (header, size, truncation) and that the first and last
+    samples decode to finite values.
+    """
+    with open_observation(path) as reader:
+        header = reader.header
+        if header.nsamples < 2:
+            raise ObservationError(path, f"only {header.nsamples} sample(s): nothing to search")
+        ends = (0, max(header.nsamples - _PROBE_SAMPLES, 0))
+        for start in ends:
+            block = reader.read_block(start, _PROBE_SAMPLES)
+            if not np.all(np.isfinite(block)):
+                raise ObservationError(path, f"non-finite samples near sample {start}")
+    return header
+
+
+def quarantine(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], reason: str) -> Path:
+    """Move ``path`` to ``OUT/quarantine/`` and write ``<name>.reason.txt`` beside it.
+
+    The reason is written first (atomically), so a crash in between leaves the reason and
+    the file still in place, and the next run quarantines it again. A file that cannot be
+    moved (read-only input) stays where it is; the reason file says so. Returns the
+    reason file's path.
+    """
+    src = Path(path)
+    qdir = Path(out_dir) / QUARANTINE_DIR
+    reason_file = qdir / f"{src.name}.reason.txt"
+    write_text_atomic(reason_file, f"{src}\n{reason}\n")
+    try:
+        qdir.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(src), qdir / src.name)
+    except OSError as err:
+        write_text_atomic(reason_file, f"{src}\n{reason}\n(not moved: {err})\n")
+    return reason_file
+
+
+def merge_candidate_files(
+    files: Iterable[tuple[str, Path]], out_dir: str | os.PathLike[str]
+) -> tuple[Path, int]:
+    """Concatenate per-file candidate CSVs into ``OUT/survey_candidates.csv``.
+
+    ``files`` gives ``(key, csv_path)`` pairs; the output has a leading ``key`` column and
+    the union of the inputs' columns (``key`` is the ledger key; the candidates' own
+    ``file`` column, when present, keeps the path searched). Returns the path and the
+    number of candidates.
+    """
+    rows: list[dict[str, str]] = []
+    columns: dict[str, None] = {"key": None}
+    for key, csv_path in sorted(files):
+        try:
+            with Path(csv_path).open(newline="", encoding="utf-8") as fh:
+                reader = csv.DictReader(fh)
+                columns.update(dict.fromkeys(reader.fieldnames or ()))
+                rows.extend({**row, "key": key} for row in reader)
+        except OSError as err:
+            raise DraftsError(f"{csv_path}: cannot read candidates of {key}: {err}") from None
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    path = write_text_atomic(Path(out_dir) / SURVEY_CANDIDATES, buffer.getvalue())
+    return path, len(rows)

@@ -1,0 +1,220 @@
+"""``drafts search | survey | deploy | trigger``: the flows on the command line.
+
+Registered through the ``drafts_ops.commands`` entry point (see pyproject.toml), so the
+science CLI never imports Prefect. Flows run on Prefect's embedded (ephemeral) API unless
+``PREFECT_API_URL`` names a server. Prefect is imported inside the handlers only, keeping
+``drafts --help`` fast. Another flow command (``drafts validate``, issue 7) adds its
+``add_parser`` function to :data:`PARSERS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from flows.options import SearchOptions, SurveyOptions
+
+RUNNER_CHOICES = ("threads", "dask")
+#: Seconds the embedded API may take to start: its first start creates the SQLite database
+#: (about 120 migrations), which takes longer than Prefect's default on a busy machine.
+EPHEMERAL_STARTUP_TIMEOUT_S = "300"
+
+
+def _embedded_api_defaults() -> None:
+    """Settings for the embedded API, unless the user set them (call before importing prefect)."""
+    os.environ.setdefault(
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_STARTUP_TIMEOUT_S
+    )
+
+
+def _add_runner_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--task-runner",
+        choices=RUNNER_CHOICES,
+        default="threads",
+        help="where tasks run: a bounded thread pool or a Dask cluster (deploy/dask.yaml)",
+    )
+    parser.add_argument(
+        "--dask-address", default=None, help="Dask scheduler, e.g. tcp://host:8786 (with dask)"
+    )
+
+
+def _runner(args: argparse.Namespace, max_workers: int):
+    from flows.runners import make_task_runner
+
+    return make_task_runner(
+        args.task_runner, max_workers=max_workers, dask_address=args.dask_address
+    )
+
+
+# -- search ---------------------------------------------------------------------------------
+
+
+def add_search_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "search",
+        help="search observations for dispersed pulses (Prefect flow)",
+        description="Search each FILE (or the shipped demo observation with --demo) and write "
+        "candidates, plots and perf.json into --out (one sub-folder per file when several).",
+    )
+    p.add_argument("files", nargs="*", type=Path, metavar="FILE")
+    p.add_argument("--demo", action="store_true", help="search the shipped demo observation")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    SearchOptions.add_arguments(p)
+    _add_runner_arguments(p)
+    p.set_defaults(func=run_search)
+
+
+def _search_targets(args: argparse.Namespace) -> list[tuple[Path, Path]]:
+    from drafts_ops.errors import ParameterError
+    from drafts_ops.resources import resource_path
+
+    files = list(args.files)
+    if args.demo:
+        files.append(resource_path("data", "demo.fil"))
+    if not files:
+        raise ParameterError("give at least one FILE, or --demo")
+    if len(files) == 1:
+        return [(files[0], args.out)]
+    stems = [f.stem for f in files]
+    if len(set(stems)) < len(stems):
+        raise ParameterError("several FILEs share a name; search them into separate --out")
+    return [(f, args.out / f.stem) for f in files]
+
+
+def run_search(args: argparse.Namespace) -> int:
+    _embedded_api_defaults()
+    from flows.search import search_flow
+
+    options = SearchOptions.from_args(args)
+    targets = _search_targets(args)
+    flow = search_flow.with_options(task_runner=_runner(args, options.max_workers))
+    for path, out in _progress(targets, args.progress and len(targets) > 1, "files"):
+        result = flow(str(path), str(out), options, progress=args.progress)
+        rtf = result["realtime_factor"]
+        print(
+            f"{path}: {result['candidates']} candidates in {result['wall_s']:.2f} s "
+            f"(real-time x{rtf:.2f}); {out / 'candidates.csv'}, {result['perf']}"
+        )
+    return 0
+
+
+def _progress(items: list, enabled: bool, unit: str):
+    if not enabled:
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, unit=unit.rstrip("s"), desc=unit)
+
+
+# -- survey ---------------------------------------------------------------------------------
+
+
+def add_survey_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "survey",
+        help="search every new observation in a directory (resumable; Prefect flow)",
+        description="Search the files of DIR matching --pattern that the ledger in --out has "
+        "not finished; quarantine unreadable files; merge all candidates.",
+    )
+    p.add_argument("incoming", type=Path, metavar="DIR")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="survey output dir")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    SurveyOptions.add_arguments(p)
+    SearchOptions.add_arguments(p)
+    _add_runner_arguments(p)
+    p.set_defaults(func=run_survey)
+
+
+def run_survey(args: argparse.Namespace) -> int:
+    _embedded_api_defaults()
+    from flows.survey import survey_flow
+
+    options, search = SurveyOptions.from_args(args), SearchOptions.from_args(args)
+    flow = survey_flow.with_options(task_runner=_runner(args, options.max_files))
+    summary = flow(str(args.incoming), str(args.out), options, search, progress=args.progress)
+    print(
+        f"{summary['searched']} searched, {summary['skipped']} skipped, "
+        f"{len(summary['failed'])} failed, {len(summary['quarantined'])} quarantined; "
+        f"{summary['candidates_total']} candidates in {summary['candidates_file']}"
+    )
+    for item in summary["failed"] + summary["quarantined"]:
+        print(f"  {item['file']}: {item['error']}", file=sys.stderr)
+    return 1 if summary["failed"] else 0
+
+
+# -- deploy and trigger -----------------------------------------------------------------------
+
+
+def add_deploy_parser(sub: argparse._SubParsersAction) -> None:
+    from flows.deploy import PREFECT_YAML
+
+    p = sub.add_parser(
+        "deploy",
+        help="register the deployments of deploy/prefect.yaml with the Prefect API",
+        description="Register deployments (schedules, concurrency limits, work pool) with "
+        "the API in PREFECT_API_URL; creates the work pool if missing. Start a worker with "
+        "`prefect worker start --pool drafts-process`.",
+    )
+    p.add_argument("names", nargs="*", metavar="NAME", help="deployments to register (all)")
+    p.add_argument("--file", type=Path, default=PREFECT_YAML, help="prefect.yaml to read")
+    p.set_defaults(func=run_deploy)
+
+
+def run_deploy(args: argparse.Namespace) -> int:
+    _embedded_api_defaults()
+    from flows.deploy import register_deployments
+
+    results = register_deployments(args.file, args.names or None)
+    for name, outcome in results.items():
+        print(f"{name}: {outcome}")
+    return 0
+
+
+def add_trigger_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "trigger",
+        help="start a run of a deployment through the Prefect API; prints the run id",
+        description="Schedule a run of DEPLOYMENT (flow-name/deployment-name, e.g. "
+        "drafts-search/search) now, without waiting for it.",
+    )
+    p.add_argument("deployment", metavar="DEPLOYMENT")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="flow parameter (JSON value or string); dotted keys set model fields, "
+        "e.g. options.dm_max=500",
+    )
+    p.add_argument("--json", action="store_true", help="print {'flow_run_id': ...} as JSON")
+    p.set_defaults(func=run_trigger)
+
+
+def run_trigger(args: argparse.Namespace) -> int:
+    _embedded_api_defaults()
+    from flows.deploy import parse_params, trigger
+
+    run_id = trigger(args.deployment, parse_params(args.param))
+    print(json.dumps({"flow_run_id": run_id}) if args.json else run_id)
+    return 0
+
+
+#: Sub-command builders this package contributes, in ``drafts --help`` order.
+PARSERS: list[Callable[[argparse._SubParsersAction], None]] = [
+    add_search_parser,
+    add_survey_parser,
+    add_deploy_parser,
+    add_trigger_parser,
+]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Entry point ``drafts_ops.commands``: add the flow sub-commands to ``drafts``."""
+    for add in PARSERS:
+        add(sub)

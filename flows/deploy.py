@@ -1,0 +1,202 @@
+"""Register the deployments of ``deploy/prefect.yaml`` with a Prefect API.
+
+``drafts deploy`` calls :func:`register_deployments`: for each deployment in the file it
+imports the flow named by its entrypoint, builds ``flow.to_deployment(...)`` with the
+file's schedules, concurrency limit, parameters and work pool, creates the work pool if it
+does not exist (type ``process``) and applies the deployment to the API in
+``PREFECT_API_URL`` (or the embedded one). Deployments are registered with module-path
+entrypoints (``flows.survey.survey_flow``), so a worker needs drafts-ops installed, not the
+checkout. A deployment whose flow cannot be imported is skipped and reported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from drafts_ops.errors import DraftsError
+from flows import DEPLOY_DIR
+
+PREFECT_YAML = DEPLOY_DIR / "prefect.yaml"
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    """One deployment of ``prefect.yaml`` (the fields drafts-ops uses)."""
+
+    name: str
+    entrypoint: str
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    parameters: dict[str, Any] = field(default_factory=dict)
+    schedules: tuple[dict[str, Any], ...] = ()
+    concurrency_limit: int | None = None
+    work_pool: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def module_entrypoint(self) -> tuple[str, str]:
+        """``("flows.survey", "survey_flow")`` for ``flows/survey.py:survey_flow``."""
+        try:
+            file_part, attr = self.entrypoint.split(":")
+        except ValueError:
+            raise DraftsError(
+                f"deployment {self.name}: bad entrypoint {self.entrypoint!r}"
+            ) from None
+        return Path(file_part).with_suffix("").as_posix().replace("/", "."), attr
+
+
+def load_specs(path: str | os.PathLike[str] = PREFECT_YAML) -> list[DeploymentSpec]:
+    """The deployments declared in a ``prefect.yaml``."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        specs = []
+        for item in doc["deployments"]:
+            specs.append(
+                DeploymentSpec(
+                    name=item["name"],
+                    entrypoint=item["entrypoint"],
+                    description=item.get("description") or "",
+                    tags=tuple(item.get("tags") or ()),
+                    parameters=dict(item.get("parameters") or {}),
+                    schedules=tuple(item.get("schedules") or ()),
+                    concurrency_limit=item.get("concurrency_limit"),
+                    work_pool=dict(item.get("work_pool") or {}),
+                )
+            )
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as err:
+        raise DraftsError(f"{path}: cannot read deployments: {err}") from None
+    return specs
+
+
+def load_flow(spec: DeploymentSpec) -> Any:
+    """Import the flow object of ``spec``'s entrypoint."""
+    module_name, attr = spec.module_entrypoint
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise DraftsError(f"deployment {spec.name}: {module_name} has no {attr}") from None
+
+
+def _schedules(spec: DeploymentSpec) -> list[Any]:
+    from prefect.schedules import Cron, Interval
+
+    out = []
+    for item in spec.schedules:
+        common = {"timezone": item.get("timezone"), "active": item.get("active", True)}
+        if "cron" in item:
+            out.append(Cron(item["cron"], **common))
+        elif "interval" in item:
+            out.append(Interval(item["interval"], **common))
+        else:
+            raise DraftsError(f"deployment {spec.name}: schedule {item} has no cron or interval")
+    return out
+
+
+def ensure_work_pool(name: str, pool_type: str = "process") -> None:
+    """Create the work pool ``name`` (with the worker type's default job template) if missing."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectNotFound
+    from prefect.workers.process import ProcessWorker
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_work_pool(name)
+        except ObjectNotFound:
+            template = (
+                ProcessWorker.get_default_base_job_template() if pool_type == "process" else {}
+            )
+            client.create_work_pool(
+                WorkPoolCreate(name=name, type=pool_type, base_job_template=template)
+            )
+
+
+def build_deployment(spec: DeploymentSpec) -> Any:
+    """The ``RunnerDeployment`` of ``spec`` (not yet registered)."""
+    from prefect.deployments.runner import EntrypointType
+
+    pool = spec.work_pool
+    return load_flow(spec).to_deployment(
+        name=spec.name,
+        description=spec.description or None,
+        tags=list(spec.tags),
+        parameters=spec.parameters,
+        schedules=_schedules(spec),
+        concurrency_limit=spec.concurrency_limit,
+        work_pool_name=pool.get("name"),
+        work_queue_name=pool.get("work_queue_name"),
+        job_variables=pool.get("job_variables") or {},
+        entrypoint_type=EntrypointType.MODULE_PATH,
+    )
+
+
+def register_deployments(
+    path: str | os.PathLike[str] = PREFECT_YAML, names: list[str] | None = None
+) -> dict[str, str]:
+    """Register the deployments of ``path`` (all, or those in ``names``).
+
+    Returns, per deployment name, ``"<flow>/<name> <id>"`` or ``"skipped: <reason>"``.
+    """
+    specs = load_specs(path)
+    unknown = sorted(set(names or ()) - {s.name for s in specs})
+    if unknown:
+        raise DraftsError(f"{path}: no deployment(s) named {', '.join(unknown)}")
+    results: dict[str, str] = {}
+    for spec in specs:
+        if names and spec.name not in names:
+            continue
+        try:
+            deployment = build_deployment(spec)
+        except ImportError as err:  # e.g. a flow that is not part of this installation
+            results[spec.name] = f"skipped: cannot import {spec.entrypoint} ({err})"
+            continue
+        if spec.work_pool.get("name"):
+            ensure_work_pool(spec.work_pool["name"], spec.work_pool.get("type", "process"))
+        deployment_id = deployment.apply()
+        results[spec.name] = f"{deployment.flow_name}/{spec.name} {deployment_id}"
+    return results
+
+
+def parse_params(pairs: list[str]) -> dict[str, Any]:
+    """``["k=v", "options.dm_max=500"]`` to a (nested) parameter dict.
+
+    Values are JSON when they parse as JSON (numbers, true/false, null, lists, objects),
+    else strings; a dotted key sets a field of a model parameter (``options.dm_max``).
+    """
+    import json
+
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise DraftsError(f"--param {pair!r}: expected KEY=VALUE")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        *parents, leaf = key.split(".")
+        target = params
+        for part in parents:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise DraftsError(f"--param {pair!r}: {part} is already a value")
+        target[leaf] = value
+    return params
+
+
+def trigger(deployment: str, parameters: dict[str, Any]) -> str:
+    """Start a run of ``deployment`` (``flow-name/deployment-name``); returns the run id.
+
+    Does not wait: the run is scheduled on the API and a worker of its pool executes it.
+    """
+    from prefect.deployments import run_deployment
+
+    flow_run = run_deployment(deployment, parameters=parameters, timeout=0)
+    return str(flow_run.id)

@@ -1,0 +1,129 @@
+"""Flow parameters: frozen pydantic models that validate inputs and build the CLI options.
+
+Each field's type is the one source of its allowed values: a ``Literal`` becomes the
+command-line ``choices``, its ``description`` the ``--help`` text. :meth:`SearchOptions.config`
+turns the options into the science side's search configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from drafts_ops import pipeline
+from drafts_ops.dedisp.modes import Backend, Mode
+from drafts_ops.dedisp.registry import Algorithm
+from drafts_ops.pipeline import Detector
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(pipeline.SearchConfig)}
+
+
+def _default(name: str) -> Any:
+    """The science side's default of a search option (one source of defaults)."""
+    return _DEFAULTS[name]
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Add one ``--option`` per field (defaults ``None``: unset options keep the model's)."""
+        for name, info in cls.model_fields.items():
+            flag = "--" + name.replace("_", "-")
+            kind, choices = _cli_type(info.annotation)
+            help_text = f"{info.description} (default: {info.default})"
+            if kind is bool:
+                parser.add_argument(
+                    flag,
+                    dest=name,
+                    action=argparse.BooleanOptionalAction,
+                    default=None,
+                    help=help_text,
+                )
+            else:
+                parser.add_argument(
+                    flag, dest=name, type=kind, choices=choices, default=None, help=help_text
+                )
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> _Options:
+        """Options from parsed arguments; fields not given on the command line keep defaults."""
+        given = {
+            k: getattr(args, k) for k in cls.model_fields if getattr(args, k, None) is not None
+        }
+        return cls(**given)
+
+
+def _cli_type(annotation: Any) -> tuple[Any, list[Any] | None]:
+    """argparse ``type`` and ``choices`` for a field annotation."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _cli_type(args[0])
+    if origin is Literal:
+        choices = list(typing.get_args(annotation))
+        return type(choices[0]), choices
+    return annotation, None
+
+
+class SearchOptions(_Options):
+    """Parameters of a search of one observation (DM in pc cm^-3, sizes in samples).
+
+    Fields other than ``max_workers`` and ``trace_memory`` are those of
+    :class:`drafts_ops.pipeline.SearchConfig`, with its defaults.
+    """
+
+    dedisp_mode: Mode = Field(
+        _default("dedisp_mode"), description="direct-launched kernel or packaged operator"
+    )
+    algorithm: Algorithm = Field(_default("algorithm"), description="dedispersion algorithm")
+    backend: Backend = Field(_default("backend"), description="where dedispersion runs")
+    detector: Detector = Field(
+        _default("detector"), description="boxcar search, neural detector, or both"
+    )
+    dm_min: float = Field(_default("dm_min"), ge=0, description="lowest DM trial, pc cm^-3")
+    dm_max: float = Field(_default("dm_max"), ge=0, description="highest DM trial, pc cm^-3")
+    dm_step: float | None = Field(
+        _default("dm_step"), gt=0, description="fixed DM step, pc cm^-3 (unset: tolerance rule)"
+    )
+    dm_tol: float = Field(_default("dm_tol"), gt=1, description="DM-trial tolerance factor")
+    block_size: int = Field(_default("block_size"), gt=0, description="samples per block")
+    snr_threshold: float = Field(_default("snr_threshold"), gt=0, description="boxcar S/N cut")
+    max_width_samples: int = Field(
+        _default("max_width_samples"), ge=1, description="widest boxcar, samples"
+    )
+    zero_dm: bool = Field(_default("zero_dm"), description="subtract the zero-DM series")
+    auto_mask: bool = Field(_default("auto_mask"), description="mask outlier channels")
+    time_decimation: int = Field(_default("time_decimation"), ge=1, description="samples averaged")
+    freq_decimation: int = Field(_default("freq_decimation"), ge=1, description="channels averaged")
+    write_h5: bool = Field(_default("write_h5"), description="write FETCH .h5 candidate files")
+    write_plots: bool = Field(_default("write_plots"), description="write candidate PNGs")
+    max_outputs: int = Field(
+        _default("max_outputs"), ge=0, description="cap on .h5 files and PNGs per observation"
+    )
+    max_workers: int = Field(2, ge=1, le=64, description="blocks searched concurrently")
+    trace_memory: bool = Field(False, description="tracemalloc peaks per stage in perf.json")
+
+    @model_validator(mode="after")
+    def _dm_range(self) -> SearchOptions:
+        if self.dm_max < self.dm_min:
+            raise ValueError(f"dm_max {self.dm_max} < dm_min {self.dm_min}")
+        return self
+
+    def config(self) -> pipeline.SearchConfig:
+        """The science side's search configuration for these options."""
+        values = self.model_dump()
+        return pipeline.SearchConfig(**{k: v for k, v in values.items() if k in _DEFAULTS})
+
+
+class SurveyOptions(_Options):
+    """Parameters of a survey run over a directory of observations."""
+
+    pattern: str = Field("*.fil", description="glob of observation files in the directory")
+    max_files: int = Field(2, ge=1, le=64, description="observations searched concurrently")

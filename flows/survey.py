@@ -1,0 +1,180 @@
+"""The survey flow: search every new observation in a directory, resumably.
+
+A ledger (``OUT/ledger.json``, :mod:`drafts_ops.ledger`) records each file's state, so a
+rerun skips finished files, retries failed ones and finishes what a crash interrupted.
+Files that fail validation are quarantined (``OUT/quarantine/`` with a reason). Each file
+is searched into its own directory (atomic writes); the survey's candidate file is rebuilt
+from those after every run, so no candidate is lost or duplicated. Files are searched
+concurrently, at most ``options.max_files`` at a time, on the flow's task runner.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+
+from drafts_ops.atomic import write_json_atomic
+from drafts_ops.errors import ObservationError
+from drafts_ops.ledger import Ledger
+from drafts_ops.searchrun import search_file
+from drafts_ops.survey import (
+    SURVEY_SUMMARY,
+    file_key,
+    file_out_dir,
+    merge_candidate_files,
+    quarantine,
+    scan,
+    validate_observation,
+)
+from flows.options import SearchOptions, SurveyOptions
+from flows.runners import default_task_runner, submit_bounded
+from flows.search import artifact_key, retry_on_io_error
+
+#: The search output that the survey merges (a key of the pipeline's ``write_outputs``).
+CANDIDATES_OUTPUT = "csv"
+
+
+@task(
+    name="search-file",
+    task_run_name="search-{key}",
+    cache_policy=NO_CACHE,
+    retries=1,
+    retry_delay_seconds=1,
+    retry_condition_fn=retry_on_io_error,
+)
+def search_file_task(path: str, key: str, out_dir: str, options: SearchOptions) -> dict[str, Any]:
+    """Validate and search one file; quarantine it if it is not a usable observation."""
+    logger = get_run_logger()
+    try:
+        validate_observation(path)
+    except ObservationError as err:
+        reason_file = quarantine(path, out_dir, err.problem)
+        logger.warning("quarantined %s: %s", path, err.problem)
+        return {"status": "quarantined", "error": err.problem, "reason_file": str(reason_file)}
+    run = search_file(
+        path, file_out_dir(out_dir, key), options.config(), trace_memory=options.trace_memory
+    )
+    logger.info("%s: %d candidates; %s", key, run.candidates, run.perf.summary_line())
+    return {"status": "done", **run.to_dict()}
+
+
+def _record(ledger: Ledger, key: str, out: Path, future: Any) -> dict[str, Any]:
+    """Write one finished file's outcome into the ledger; returns the outcome."""
+    try:
+        outcome = future.result()
+    except Exception as err:  # any failure of one file must not stop the survey
+        error = f"{type(err).__name__}: {err}"
+        ledger.finish(key, "failed", error=error)
+        return {"status": "failed", "error": error}
+    if outcome["status"] == "quarantined":
+        ledger.finish(key, "quarantined", error=outcome["error"])
+        return outcome
+    cand_file = Path(outcome["outputs"][CANDIDATES_OUTPUT]).relative_to(out)
+    ledger.finish(
+        key,
+        "done",
+        candidates=outcome["candidates"],
+        candidates_file=cand_file.as_posix(),
+        wall_s=outcome["wall_s"],
+        error=None,
+    )
+    return outcome
+
+
+def _summary_markdown(summary: dict[str, Any]) -> str:
+    lines = [
+        f"# Survey of `{summary['incoming']}`",
+        "",
+        "| files scanned | searched | skipped | done | failed | quarantined | candidates "
+        "(this run) | candidates (total) | wall s |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| {summary['scanned']} | {summary['searched']} | {summary['skipped']} "
+        f"| {summary['done']} | {len(summary['failed'])} | {len(summary['quarantined'])} "
+        f"| {summary['candidates_this_run']} | {summary['candidates_total']} "
+        f"| {summary['wall_s']:.2f} |",
+    ]
+    for kind in ("failed", "quarantined"):
+        if summary[kind]:
+            lines += ["", f"## {kind.capitalize()}", ""]
+            lines += [f"- `{item['file']}`: {item['error']}" for item in summary[kind]]
+    return "\n".join(lines) + "\n"
+
+
+@flow(name="drafts-survey", task_runner=default_task_runner(), validate_parameters=True)
+def survey_flow(
+    incoming: str,
+    out_dir: str,
+    options: SurveyOptions = SurveyOptions(),  # noqa: B008 (frozen, safe as a default)
+    search: SearchOptions = SearchOptions(),  # noqa: B008
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Search the new observations of ``incoming`` into ``out_dir``; returns a summary."""
+    start = time.perf_counter()
+    logger = get_run_logger()
+    root, out = Path(incoming), Path(out_dir)
+    ledger = Ledger.load(out)
+    files = scan(root, options.pattern)
+    todo = [(file_key(p, root), p) for p in files if ledger.needs_search(file_key(p, root), p)]
+    logger.info("%s: %d files, %d to search", root, len(files), len(todo))
+
+    def submit(item: tuple[str, Path]) -> Any:
+        key, path = item
+        ledger.start(key, path)
+        return search_file_task.submit(str(path), key, str(out), search)
+
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), desc="survey", unit="file")
+    outcomes: dict[str, dict[str, Any]] = {}
+    for (key, _), future in submit_bounded(submit, todo, options.max_files):
+        outcomes[key] = _record(ledger, key, out, future)
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
+
+    done = [(k, out / e.candidates_file) for k, e in ledger.entries.items() if e.status == "done"]
+    merged, total = merge_candidate_files(done, out)
+    summary = {
+        "incoming": str(root),
+        "out_dir": str(out),
+        "scanned": len(files),
+        "searched": len(todo),
+        "skipped": len(files) - len(todo),
+        "done": sum(o["status"] == "done" for o in outcomes.values()),
+        "failed": [
+            {"file": k, "error": o["error"]} for k, o in outcomes.items() if o["status"] == "failed"
+        ],
+        "quarantined": [
+            {"file": k, "error": o["error"]}
+            for k, o in outcomes.items()
+            if o["status"] == "quarantined"
+        ],
+        "candidates_this_run": sum(o.get("candidates", 0) for o in outcomes.values()),
+        "candidates_total": total,
+        "candidates_file": str(merged),
+        "ledger": ledger.counts(),
+        "wall_s": time.perf_counter() - start,
+    }
+    write_json_atomic(out / SURVEY_SUMMARY, summary)
+    create_markdown_artifact(
+        markdown=_summary_markdown(summary),
+        key=artifact_key("survey", root.name or "root"),
+        description=f"survey of {root}",
+    )
+    logger.info(
+        "survey: %d searched, %d skipped, %d failed, %d quarantined, %d candidates in total",
+        summary["searched"],
+        summary["skipped"],
+        len(summary["failed"]),
+        len(summary["quarantined"]),
+        total,
+    )
+    return summary

@@ -1,0 +1,83 @@
+"""Deployments from deploy/prefect.yaml, command-line triggers, and the flow commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flowdata import SEARCH, write_observation
+
+from drafts_ops.cli import main
+from drafts_ops.errors import DraftsError
+from flows.deploy import load_specs, parse_params, register_deployments
+
+
+def test_prefect_yaml_declares_the_three_deployments() -> None:
+    specs = {s.name: s for s in load_specs()}
+    assert set(specs) == {"search", "survey", "validate"}
+    assert specs["survey"].schedules[0]["cron"] == "*/15 * * * *"
+    assert specs["survey"].concurrency_limit == 1
+    assert {s.work_pool["name"] for s in specs.values()} == {"drafts-process"}
+    assert specs["validate"].module_entrypoint == ("flows.validate", "validate_flow")
+
+
+def test_parse_params_nests_dotted_keys_and_decodes_json() -> None:
+    params = parse_params(["path=/d/x.fil", "options.dm_max=500", "options.detector=ml", "n=3"])
+    assert params == {"path": "/d/x.fil", "options": {"dm_max": 500, "detector": "ml"}, "n": 3}
+    with pytest.raises(DraftsError):
+        parse_params(["novalue"])
+
+
+@pytest.fixture(scope="module")
+def registered(prefect_harness) -> dict[str, str]:
+    return register_deployments()
+
+
+def test_survey_deployment_is_registered_with_its_cron_schedule(registered) -> None:
+    from prefect.client.orchestration import get_client
+
+    assert registered["validate"]  # registered, or skipped with a reason until it exists
+    with get_client(sync_client=True) as client:
+        survey = client.read_deployment_by_name("drafts-survey/survey")
+        search = client.read_deployment_by_name("drafts-search/search")
+        pool = client.read_work_pool("drafts-process")
+    assert str(survey.id) in registered["survey"]
+    assert [s.schedule.cron for s in survey.schedules] == ["*/15 * * * *"]
+    assert survey.schedules[0].schedule.timezone == "UTC" and survey.schedules[0].active
+    assert survey.global_concurrency_limit.limit == 1
+    assert survey.entrypoint == "flows.survey.survey_flow"
+    assert survey.work_pool_name == "drafts-process" and pool.type == "process"
+    assert survey.parameters == {"incoming": "/data/incoming", "out_dir": "/data/survey"}
+    assert search.schedules == []
+
+
+def test_trigger_starts_a_run_and_prints_its_id(registered, capsys) -> None:
+    from prefect.client.orchestration import get_client
+
+    argv = ["trigger", "drafts-search/search", "--param", "path=/data/x.fil"]
+    argv += ["--param", "out_dir=/data/out", "--param", "options.dm_max=500", "--json"]
+    assert main(argv) == 0
+    run_id = json.loads(capsys.readouterr().out)["flow_run_id"]
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(run_id)
+        deployment = client.read_deployment_by_name("drafts-search/search")
+    assert run.deployment_id == deployment.id
+    assert run.parameters["path"] == "/data/x.fil"
+    assert run.parameters["options"] == {"dm_max": 500}
+    assert run.state.is_scheduled()  # no worker here: it waits for one
+
+
+def test_search_and_survey_commands(prefect_harness, tmp_path: Path, capsys) -> None:
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    obs = write_observation(incoming / "p.fil", np.random.default_rng(3), dm=120.0, t_s=2.5)
+    flags = [f"--dm-max={SEARCH['dm_max']}", f"--block-size={SEARCH['block_size']}"]
+    flags += ["--no-write-plots", "--no-write-h5", "--no-progress", "--max-workers=2"]
+    assert main(["search", str(obs), "--out", str(tmp_path / "s"), *flags]) == 0
+    assert "1 candidates" in capsys.readouterr().out
+    perf = json.loads((tmp_path / "s" / "perf.json").read_text())
+    assert perf["run"]["task_runner"] == "ThreadPoolTaskRunner(2)"
+    assert main(["survey", str(incoming), "--out", str(tmp_path / "v"), *flags]) == 0
+    assert "1 searched, 0 skipped" in capsys.readouterr().out

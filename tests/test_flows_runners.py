@@ -1,0 +1,48 @@
+"""Task-runner selection from deploy/dask.yaml and the environment (nothing is started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from drafts_ops.errors import ParameterError
+from flows.runners import load_dask_config, make_task_runner
+
+
+def test_threads_runner_is_bounded() -> None:
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    runner = make_task_runner("threads", max_workers=3)
+    assert isinstance(runner, ThreadPoolTaskRunner) and runner._max_workers == 3
+
+
+def test_dask_address_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    config = tmp_path / "dask.yaml"
+    config.write_text("address: tcp://from-file:8786\nclient: {timeout: 5s}\n")
+    monkeypatch.setenv("DRAFTS_DASK_CONFIG", str(config))
+    monkeypatch.delenv("DRAFTS_DASK_ADDRESS", raising=False)
+    assert make_task_runner("dask").address == "tcp://from-file:8786"
+    assert make_task_runner("dask").client_kwargs["timeout"] == "5s"
+    monkeypatch.setenv("DRAFTS_DASK_ADDRESS", "tcp://from-env:8786")
+    assert make_task_runner("dask").address == "tcp://from-env:8786"
+    assert make_task_runner("dask", dask_address="tcp://arg:1").address == "tcp://arg:1"
+
+
+def test_shipped_dask_config_starts_a_small_local_cluster(monkeypatch) -> None:
+    monkeypatch.delenv("DRAFTS_DASK_CONFIG", raising=False)
+    monkeypatch.delenv("DRAFTS_DASK_ADDRESS", raising=False)
+    config = load_dask_config()
+    assert config["address"] is None
+    runner = make_task_runner("dask")
+    assert runner.address is None
+    assert runner.cluster_kwargs == config["local_cluster"]
+    assert runner.cluster_kwargs["processes"] is False
+
+
+def test_bad_runner_and_config(tmp_path: Path) -> None:
+    with pytest.raises(ParameterError):
+        make_task_runner("spark")  # type: ignore[arg-type]
+    (tmp_path / "bad.yaml").write_text("- a list\n")
+    with pytest.raises(ParameterError, match="mapping"):
+        load_dask_config(tmp_path / "bad.yaml")

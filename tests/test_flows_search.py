@@ -1,0 +1,114 @@
+"""The search flow end to end, in both dedispersion modes, with its performance log."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from drafts_ops.detect.writers import read_csv
+from drafts_ops.perf import SCHEMA, read_perf
+from drafts_ops.resources import resource_path
+from drafts_ops.searchrun import STAGES
+from flows.options import SearchOptions
+from flows.search import artifact_key, search_flow
+
+#: The demo search: default DM range (0..1000), four blocks searched concurrently.
+DEMO = {"block_size": 4096, "write_plots": False, "max_outputs": 2, "max_workers": 2}
+
+
+def _bursts() -> list[dict[str, float]]:
+    """Injected bursts of the demo observation (data/demo.truth.csv)."""
+    with resource_path("data", "demo.truth.csv").open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["kind"] == "burst"]
+    return [{"tcand_s": float(r["tcand_s"]), "dm": float(r["dm"])} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def observation() -> Path:
+    return resource_path("data", "demo.fil")
+
+
+@pytest.fixture(scope="module")
+def both_modes(prefect_harness, observation: Path, tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("search")
+    results = {}
+    for mode in ("prototype", "production"):
+        options = SearchOptions(dedisp_mode=mode, **DEMO)
+        results[mode] = search_flow(str(observation), str(out / mode), options)
+    return results
+
+
+def test_search_finds_the_demo_bursts_in_both_modes(both_modes) -> None:
+    found = {}
+    for mode, result in both_modes.items():
+        cands = read_csv(Path(result["outputs"]["csv"]))
+        assert result["candidates"] == len(cands)
+        for burst in _bursts():
+            near = [c for c in cands if abs(c.tcand_s - burst["tcand_s"]) < 0.01]
+            assert near, f"{mode}: no candidate near the burst at {burst}"
+            best = max(near, key=lambda c: c.snr)
+            assert best.dm == pytest.approx(burst["dm"], rel=0.03)
+            assert best.snr > 8
+        assert Path(result["outputs"]["h5:0"]).exists()
+        found[mode] = cands
+    proto, prod = found["prototype"], found["production"]
+    assert [(c.dm_index, c.sample, c.width_samples) for c in proto] == [
+        (c.dm_index, c.sample, c.width_samples) for c in prod
+    ]
+    assert [c.snr for c in proto] == pytest.approx([c.snr for c in prod], rel=1e-4)
+
+
+def test_perf_json_per_run(both_modes) -> None:
+    for mode, result in both_modes.items():
+        doc = json.loads(Path(result["perf"]).read_text())
+        assert doc["schema"] == SCHEMA
+        assert doc["run"]["dedisp_mode"] == mode
+        assert doc["run"]["orchestrator"] == "prefect"
+        assert [s["name"] for s in doc["stages"]] == list(STAGES)
+        obs = doc["observation"]
+        assert obs["duration_s"] == pytest.approx(obs["nsamples"] * obs["tsamp_s"])
+        dd = doc["stages"][1]
+        assert dd["calls"] == 4  # 15625 samples less the DM sweep, in blocks of 4096
+        assert dd["cells"] == obs["nchans"] * obs["nsamples"] * obs["ndm"]
+        assert dd["cells_per_s"] == pytest.approx(dd["cells"] / dd["wall_s"])
+        total = doc["total"]
+        assert total["wall_s"] == pytest.approx(sum(s["wall_s"] for s in doc["stages"]))
+        assert total["realtime_factor"] == pytest.approx(obs["duration_s"] / total["wall_s"])
+        assert total["candidates"] == result["candidates"]
+        assert read_perf(Path(result["perf"]).parent).stage("merge").calls == 1
+
+
+def test_perf_artifact_published(both_modes, observation: Path) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    key = artifact_key("perf", observation, "production")
+    with get_client(sync_client=True) as client:
+        arts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))
+        )
+    assert arts and arts[0].type == "table"
+    rows = json.loads(arts[0].data)
+    assert [r["name"] for r in rows] == [*STAGES, "total"]
+
+
+def test_options_reject_unknown_and_bad_values() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        SearchOptions(dm_maxx=3)
+    with pytest.raises(ValidationError):
+        SearchOptions(dedisp_mode="fast")
+    with pytest.raises(ValidationError):
+        SearchOptions(dm_min=10, dm_max=5)
+    options = SearchOptions(dm_max=500)
+    with pytest.raises(ValidationError):
+        options.dm_max = 3  # frozen
+    assert options.config().dm_max == 500
+
+
+def test_artifact_key_is_valid() -> None:
+    assert artifact_key("perf", "/x/My_File.v2.fil", "production") == "perf-my-file-v2-production"
