@@ -24,20 +24,14 @@ from drafts_ops.validation import DelayFault, Thresholds, ValidationConfig, vali
 from drafts_ops.validation.agreement import match_candidates
 from drafts_ops.validation.parity import compare_outputs, locate_differences
 from drafts_ops.validation.runner import BASELINE, apply_fault, probe_data
+from tests.validation_data import SIM_BURST, write_small_simulation
 
-SIM_BURST = {"t_s": 1.2, "dm": 150.0, "snr": 25.0, "width_s": 2e-3}
 SIM_CONFIG = ValidationConfig(dm_min=0.0, dm_max=300.0, block_size=700)
 
 
 @pytest.fixture(scope="module")
 def sim_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """64 channels, 2.4 s, one burst at DM 150 (S/N 25), with its truth table."""
-    from drafts_ops.simulate import BurstSpec, SimulationConfig, write_simulation
-
-    burst = BurstSpec(**SIM_BURST)
-    config = SimulationConfig(nchans=64, fch1=1500.0, foff=-4.0, tsamp=1e-3, duration_s=2.4,
-                              bandpass="flat", seed=7, bursts=(burst,))  # fmt: skip
-    return write_simulation(tmp_path_factory.mktemp("sim") / "sim.fil", config)
+    return write_small_simulation(tmp_path_factory.mktemp("sim") / "sim.fil")
 
 
 @pytest.fixture(scope="module")
