@@ -50,7 +50,8 @@ def dm_time_figure(runs: dict[str, PathRun], result) -> str:
     centre = min(max(_centre(result, base), 0), nout - 1)
     lo, hi = max(centre - HALF_WINDOW, 0), min(centre + HALF_WINDOW + 1, nout)
     tsamp, dms = result.plan["tsamp_s"], result.dms
-    extent = (lo * tsamp, hi * tsamp, dms[0], dms[-1])
+    extent = (lo * tsamp, hi * tsamp, -0.5, len(dms) - 0.5)  # rows are trials (non-uniform)
+    ticks = np.unique(np.linspace(0, len(dms) - 1, 6).round().astype(int))
     ref = np.asarray(base[:, lo:hi])
     level = np.median(ref, axis=1, keepdims=True)  # display only: flatten each DM row
     vmin, vmax = np.percentile(ref - level, [1.0, 99.9])
@@ -59,6 +60,8 @@ def dm_time_figure(runs: dict[str, PathRun], result) -> str:
                   wspace=0.45, hspace=0.5)  # fmt: skip
     axes = fig.subplots(2, len(names), squeeze=False)
     style = {"aspect": "auto", "origin": "lower", "extent": extent, "interpolation": "nearest"}
+    for ax in axes.flat:
+        ax.set_yticks(ticks, [f"{dms[k]:.0f}" for k in ticks])
     for i, name in enumerate(names):
         img = ref if name == BASELINE else np.asarray(runs[name].load()[:, lo:hi])
         ax = axes[0, i]

@@ -98,6 +98,7 @@ def _parity_table(f: FileResult) -> Block:
         rows.append([
             p.path, _g(p.max_abs_diff), _g(p.max_rel_diff), f"{100 * p.frac_identical:.3f}%",
             f"{p.n_differing_rows} / {len(p.row_max_abs)}",
+            "-" if p.max_abs_diff == 0 else
             f"DM {p.worst_dm:.2f} (#{p.worst_dm_index}), t {p.worst_time_s:.4f} s",
             "-" if q is None else f"{_g(q.max_abs_diff)} ({100 * q.frac_identical:.2f}% identical)",
         ])  # fmt: skip
