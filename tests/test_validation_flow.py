@@ -19,38 +19,44 @@ def sim_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_small_simulation(tmp_path_factory.mktemp("sim") / "sim.fil")
 
 
-def test_flow_writes_report_and_markdown_artifact(prefect_harness, sim_file, tmp_path) -> None:
+def test_validate_command_report_artifact_and_exit_codes(
+    prefect_harness, sim_file, tmp_path, capsys
+) -> None:
     from prefect.client.orchestration import get_client
 
-    out = tmp_path / "report"
-    summary = validate_flow([str(sim_file)], str(out), dm_max=300.0, block_size=700)
-    assert summary["passed"] is True
-    assert {Path(p).name for p in summary["reports"].values()} == {
-        "validation.html",
-        "validation.md",
-        "validation.json",
-    }
-    assert all(line.startswith("PASS") for line in summary["verdict"])
-    assert json.loads((out / "validation.json").read_text())["passed"] is True
+    out = tmp_path / "ok"
+    assert main(["validate", str(sim_file), "--out", str(out), *SMALL]) == 0
+    assert "validation PASS" in capsys.readouterr().out
+    doc = json.loads((out / "validation.json").read_text())
+    assert doc["passed"] is True and len(doc["files"][0]["paths"]) >= 2
+    assert (out / "validation.html").read_text().startswith("<!DOCTYPE html>")
     with get_client(sync_client=True) as client:
-        artifact = client.read_latest_artifacts()
-    published = {a.key: a for a in artifact}
-    assert artifact_key(out) in published
+        published = {a.key: a for a in client.read_latest_artifacts()}
     markdown = published[artifact_key(out)].data
     assert markdown == (out / "validation.md").read_text()
     assert markdown.startswith("# drafts-ops validation: PASS")
 
-
-def test_cli_exit_codes_follow_the_verdict(prefect_harness, sim_file, tmp_path, capsys) -> None:
-    assert main(["validate", str(sim_file), "--out", str(tmp_path / "ok"), *SMALL]) == 0
     broken = ["--inject-fault", "10,33,1", "--algorithms", "brute"]
     assert main(["validate", str(sim_file), "--out", str(tmp_path / "bad"), *SMALL, *broken]) == 1
     printed = capsys.readouterr().out
     assert "FAIL  production/brute: differences located: DM" in printed
     assert "channel 33" in printed and "delay off by +1" in printed
+
     missing = tmp_path / "missing.fil"
     assert main(["validate", str(missing), "--out", str(tmp_path / "err"), *SMALL]) == 2
     assert "missing.fil" in capsys.readouterr().err
+
+
+def test_flow_returns_summary(prefect_harness, sim_file, tmp_path) -> None:
+    summary = validate_flow([str(sim_file)], str(tmp_path), dm_max=300.0, block_size=700,
+                            algorithms=["brute"], delay_fault="4,9,-1")  # fmt: skip
+    assert summary["passed"] is False
+    assert {Path(p).name for p in summary["reports"].values()} == {
+        "validation.html",
+        "validation.md",
+        "validation.json",
+    }
+    assert any("channel 9" in line and "off by -1" in line for line in summary["verdict"])
 
 
 def test_flow_parameters_build_the_config() -> None:
