@@ -442,10 +442,16 @@ def _read_searched(path: PathLike, plan: SearchPlan, start: int, stop: int) -> n
 
 
 def _dedisperse(data: np.ndarray, dm_plan: DMPlan, config: SearchConfig) -> np.ndarray:
-    """The one call into dedispersion (swap to ``drafts_ops.dedisp.dedisperse`` when it lands)."""
-    from drafts_ops.dedisp.reference import dedisperse_reference
+    """The one call into dedispersion: the operator registry's dispatch."""
+    from drafts_ops.dedisp import dedisperse
 
-    return dedisperse_reference(data, dm_plan.delays)
+    return dedisperse(
+        data,
+        dm_plan,
+        mode=config.dedisp_mode,
+        algorithm=config.algorithm,
+        backend=config.backend,
+    )
 
 
 def _ml_inference():
