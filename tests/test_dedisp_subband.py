@@ -44,7 +44,7 @@ def test_exact_when_every_trial_is_nominal(rng):
     tiling = plan_cpu_tiling(
         "t", data.shape, ndm=plan.ndm, max_delay=plan.max_delay, itemsize=1, dtype="uint8"
     )
-    subband_cpu(data, plan.delays, out, tiling, sub=sub, y=y)
+    subband_cpu(data, plan.delays, out, tiling, sub=sub, y=y, chunk=100)
     np.testing.assert_array_equal(out[0], dedisperse_reference(data[0], plan.delays))
 
 
@@ -56,11 +56,11 @@ def test_nominal_trials_equal_brute_force(rng, ascending):
     ref = dedisperse_reference(data, plan.delays)
     sub = build_subband_plan(plan.delays, plan.dms, plan.freqs, plan.tsamp, 8)
     out8 = np.empty((1, plan.ndm, 200), np.float32)
-    y = np.empty((1, sub.buffer_len(200)), np.float32)
+    y = np.empty((1, sub.buffer_len(64)), np.float32)
     tiling = plan_cpu_tiling(
         "t", (1, *data.shape), ndm=plan.ndm, max_delay=plan.max_delay, itemsize=1, dtype="uint8"
     )
-    subband_cpu(data[None], plan.delays, out8, tiling, sub=sub, y=y)
+    subband_cpu(data[None], plan.delays, out8, tiling, sub=sub, y=y, chunk=64)  # 4 passes
     # A trial whose internal sub-band delays equal its nominal DMs' is computed exactly.
     exact = np.ones(plan.ndm, bool)
     for s in range(sub.nsub):
