@@ -92,12 +92,35 @@ def _prototype(plan: DMPlan) -> Runner:
     return lambda data: dedisperse_prototype(data, plan)
 
 
+def _production(algorithm: str) -> Callable[[DMPlan], Runner]:
+    def factory(plan: DMPlan) -> Runner:
+        from drafts_ops.dedisp.operator import dedisperse
+
+        out: list[np.ndarray] = []
+
+        def run(data: np.ndarray) -> np.ndarray:
+            if not out:  # the operator writes into one output array, reused across repeats
+                out.append(np.empty((plan.ndm, data.shape[1] - plan.max_delay), np.float32))
+            return dedisperse(data, plan, algorithm=algorithm, out=out[0])
+
+        return run
+
+    return factory
+
+
 #: Benchmarked paths by name; ``prototype`` is the baseline of the ratios.
 BENCH_PATHS: dict[str, BenchPath] = {
     "reference": BenchPath(
         _reference, max_ndm=32, warmup=False, max_repeats=1, description="numpy reference"
     ),
     "prototype": BenchPath(_prototype, description="direct-launched Numba kernel (CPU)"),
+    "production-brute": BenchPath(
+        _production("brute"), description="production operator, tiled brute force (CPU)"
+    ),
+    "production-fast": BenchPath(
+        _production("subband"),
+        description="production operator, two-stage sub-band at the same DM trials (CPU)",
+    ),
 }
 BASELINE = "prototype"
 

@@ -445,10 +445,16 @@ def _read_searched(path: PathLike, plan: SearchPlan, start: int, stop: int) -> n
 
 
 def _dedisperse(data: np.ndarray, dm_plan: DMPlan, config: SearchConfig) -> np.ndarray:
-    """The one call into dedispersion: ``[nchan, n]`` → ``[ndm, n - max_delay]`` float32."""
-    from drafts_ops.dedisp.stream import dedisperse_block
+    """The one call into dedispersion: the operator registry's dispatch."""
+    from drafts_ops.dedisp import dedisperse
 
-    return dedisperse_block(data, dm_plan, config.dedisp_mode, config.backend, config.algorithm)
+    return dedisperse(
+        data,
+        dm_plan,
+        mode=config.dedisp_mode,
+        algorithm=config.algorithm,
+        backend=config.backend,
+    )
 
 
 def _ml_inference():

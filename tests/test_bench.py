@@ -23,7 +23,7 @@ TINY = BenchConfig(nchans=16, dm_max=40.0, dm_step=1.0, nout=300, repeats=2)
 
 def test_run_bench_tiny():
     results, meta = run_bench(TINY)
-    assert list(results) == ["reference", "prototype"]
+    assert list(results) == ["reference", "prototype", "production-brute", "production-fast"]
     assert meta["ndm"] == 41
     ref, proto = results["reference"], results["prototype"]
     assert ref.scaled and ref.ndm_measured == 32
@@ -35,6 +35,8 @@ def test_run_bench_tiny():
     assert proto.speedup_vs_prototype == 1.0
     assert ref.speedup_vs_prototype == pytest.approx(proto.seconds / ref.seconds)
     assert ref.max_rel_diff_vs_prototype < 1e-6
+    assert results["production-brute"].max_rel_diff_vs_prototype < 1e-5
+    assert results["production-fast"].ndm_measured == 41  # equal DM coverage
     text = format_table(results, meta)
     assert "scaled from 32 DMs" in text and "41 trials" in text
 
@@ -61,7 +63,7 @@ def test_cli_json(capsys):
     argv = ["bench", "dedisp", "--json", "--nchans", "16", "--dm-max", "20", "--nout", "200"]
     assert main([*argv, "--repeats", "1"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == {"reference", "prototype"}
+    assert set(report) == {"reference", "prototype", "production-brute", "production-fast"}
     for figures in report.values():
         assert figures["seconds"] > 0 and figures["ops_per_s"] > 0
         assert figures["realtime_factor"] > 0

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from drafts_ops.dedisp.modes import BACKENDS, MODES
+from drafts_ops.dedisp.modes import ALGORITHMS, BACKENDS, MODES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +25,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dm-tol", type=float, default=1.25, help="DM tolerance (default 1.25)")
     p.add_argument("--mode", choices=MODES, default="prototype")
     p.add_argument("--backend", choices=BACKENDS, default="cpu")
+    p.add_argument(
+        "--algorithm",
+        choices=ALGORITHMS,
+        default="brute",
+        help="production mode: brute force or two-stage sub-band (default brute)",
+    )
+    p.add_argument(
+        "--decimate",
+        action="store_true",
+        help="production mode: search high DMs at coarser time resolution (DDplan rule)",
+    )
     p.add_argument("--out", type=Path, required=True, help="output file: .npy or .h5")
     p.add_argument(
         "--block-size", type=int, default=8192, help="new samples per block (default 8192)"
@@ -39,7 +50,12 @@ def run(args: argparse.Namespace) -> int:
 
     with open_observation(args.file) as reader:
         plan = DMPlan.from_header(
-            reader.header, args.dm_min, args.dm_max, args.dm_step, dm_tol=args.dm_tol
+            reader.header,
+            args.dm_min,
+            args.dm_max,
+            args.dm_step,
+            dm_tol=args.dm_tol,
+            decimate=args.decimate,
         )
         path = dedisperse_file(
             reader,
@@ -48,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
             block_size=args.block_size,
             mode=args.mode,
             backend=args.backend,
+            algorithm=args.algorithm,
         )
-    print(json.dumps({"out": str(path), "mode": args.mode, **plan.summary()}))
+    summary = {"out": str(path), "mode": args.mode, "algorithm": args.algorithm}
+    print(json.dumps({**summary, **plan.summary()}))
     return 0

@@ -14,3 +14,7 @@ MODES: tuple[str, ...] = get_args(Mode)
 #: Where a kernel runs.
 Backend = Literal["cpu", "cuda"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
+
+#: Dedispersion algorithms of the production operator (the prototype is brute force only).
+Algorithm = Literal["brute", "subband"]
+ALGORITHMS: tuple[str, ...] = get_args(Algorithm)

@@ -58,7 +58,9 @@ def _log_tiling(tiling: TilingPlan) -> None:
     log.log(level, "%s", tiling)
 
 
-def _cpu_tiling(name: str, data, trials: Trials, out, ctx: Context, *, workspace: int = 0):
+def _cpu_tiling(
+    name: str, data, trials: Trials, out, ctx: Context, *, workspace: int = 0, log: bool = True
+):
     tiling = plan_cpu_tiling(
         name,
         data.shape,
@@ -69,8 +71,9 @@ def _cpu_tiling(name: str, data, trials: Trials, out, ctx: Context, *, workspace
         workspace_bytes=workspace,
         **ctx.tiles,
     )
-    ctx.last_tiling = tiling
-    _log_tiling(tiling)
+    if log:
+        ctx.last_tiling = tiling
+        _log_tiling(tiling)
     return tiling
 
 
@@ -78,8 +81,17 @@ def _brute_cpu(data, trials: Trials, out, ctx: Context) -> None:
     brute_cpu(data, trials.delays, out, _cpu_tiling("production/brute/cpu", data, trials, out, ctx))
 
 
+#: Scratch budget of the sub-band path per call, bytes (sets its time-chunk length).
+SUBBAND_SCRATCH_BYTES = 96 * 1024**2
+
+
 def _subband_cpu(data, trials: Trials, out, ctx: Context) -> None:
-    from drafts_ops.dedisp.subband import auto_subband_plan, cached_subband_plan, subband_cpu
+    from drafts_ops.dedisp.subband import (
+        auto_subband_plan,
+        cached_subband_plan,
+        chunk_length,
+        subband_cpu,
+    )
 
     nout = out.shape[2]
     sub = cached_subband_plan(
@@ -87,12 +99,14 @@ def _subband_cpu(data, trials: Trials, out, ctx: Context) -> None:
         ("auto", trials.factor, nout),
         lambda: auto_subband_plan(trials.delays, trials.dms, trials.freqs, trials.tsamp, nout),
     )
-    shape = (data.shape[0], sub.buffer_len(nout))
+    probe = _cpu_tiling("production/subband/cpu", data, trials, out, ctx, log=False)
+    chunk = chunk_length(sub, nout, probe.tile_t, SUBBAND_SCRATCH_BYTES // data.shape[0])
+    shape = (data.shape[0], sub.buffer_len(chunk))
     tiling = _cpu_tiling(
         "production/subband/cpu", data, trials, out, ctx, workspace=4 * shape[0] * shape[1]
     )
     y = ctx.pool.get("subband-stage1", shape, np.float32, token=id(sub))
-    subband_cpu(data, trials.delays, out, tiling, sub=sub, y=y)
+    subband_cpu(data, trials.delays, out, tiling, sub=sub, y=y, chunk=chunk)
 
 
 def _brute_cuda(data, trials: Trials, out, ctx: Context) -> None:

@@ -14,19 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, get_args
 
 import numpy as np
 
+from drafts_ops.dedisp.modes import ALGORITHMS, BACKENDS, MODES, Algorithm, Backend, Mode
 from drafts_ops.errors import OperatorError
 
-Mode = Literal["prototype", "production"]
-Algorithm = Literal["brute", "subband"]
-Backend = Literal["cpu", "cuda"]
-
-MODES: tuple[str, ...] = get_args(Mode)
-ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
-BACKENDS: tuple[str, ...] = get_args(Backend)
+__all__ = ["ALGORITHMS", "BACKENDS", "MODES", "Algorithm", "Backend", "Mode", "OperatorSpec"]
 
 #: Input dtypes the kernels consume directly (1-8 bit data arrive unpacked as uint8).
 SUPPORTED_DTYPES: tuple[str, ...] = ("uint8", "uint16", "float32")

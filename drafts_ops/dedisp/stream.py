@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from drafts_ops.atomic import atomic_path
-from drafts_ops.dedisp.modes import MODES, Backend, Mode
+from drafts_ops.dedisp.modes import MODES, Algorithm, Backend, Mode
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.errors import OperatorError, ParameterError
 from drafts_ops.io.reader import ObservationReader
@@ -28,7 +28,7 @@ def dedisperse_block(
     plan: DMPlan,
     mode: Mode = "prototype",
     backend: Backend = "cpu",
-    algorithm: str = "brute",
+    algorithm: Algorithm = "brute",
 ) -> np.ndarray:
     """Dedisperse one block ``[nchan, nsamp]`` to ``[ndm, nsamp - max_delay]`` float32.
 
@@ -49,8 +49,13 @@ def iter_dedispersed(
     *,
     mode: Mode = "prototype",
     backend: Backend = "cpu",
+    algorithm: Algorithm = "brute",
 ) -> Iterator[tuple[int, np.ndarray]]:
-    """Yield ``(first output sample, dmt block [ndm, n])`` tiling the whole observation."""
+    """Yield ``(first output sample, dmt block [ndm, n])`` tiling the whole observation.
+
+    Production mode goes through the operator's batched stream
+    (:func:`drafts_ops.dedisp.operator.stream_dedisperse`), two blocks per kernel call.
+    """
     h = reader.header
     if plan.nchan != h.nchans or not np.allclose(plan.freqs, h.chan_freqs):
         raise ParameterError(f"{reader.path}: DM plan channels do not match the file's")
@@ -59,6 +64,15 @@ def iter_dedispersed(
             f"{reader.path}: {h.nsamples} samples is not more than the maximum dispersion "
             f"delay {plan.max_delay} samples (DM {plan.dms[-1]:g}); lower --dm-max"
         )
+    if mode == "production":
+        from drafts_ops.dedisp.operator import stream_dedisperse
+
+        yield from stream_dedisperse(
+            reader, plan, block_nsamp=block_size, algorithm=algorithm, backend=backend
+        )
+        return
+    if algorithm != "brute":
+        raise OperatorError(f"the prototype is brute force only, not {algorithm!r}")
     for start, block in reader.iter_blocks(block_size, plan.max_delay, raw=True):
         if block.shape[1] > plan.max_delay:
             yield start, dedisperse_block(block, plan, mode, backend)
@@ -77,6 +91,7 @@ def dedisperse_file(
     block_size: int = 8192,
     mode: Mode = "prototype",
     backend: Backend = "cpu",
+    algorithm: Algorithm = "brute",
 ) -> Path:
     """Dedisperse ``reader`` into ``out_path`` (``.npy`` array or ``.h5`` with metadata).
 
@@ -90,7 +105,9 @@ def dedisperse_file(
     if suffix not in OUTPUT_SUFFIXES:
         raise ParameterError(f"{out_path}: output must end in {' or '.join(OUTPUT_SUFFIXES)}")
     shape = (plan.ndm, output_samples(reader, plan))
-    blocks = iter_dedispersed(reader, plan, block_size, mode=mode, backend=backend)
+    blocks = iter_dedispersed(
+        reader, plan, block_size, mode=mode, backend=backend, algorithm=algorithm
+    )
     with atomic_path(out_path) as tmp:
         if suffix == ".npy":
             dmt = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape)
@@ -111,6 +128,7 @@ def dedisperse_file(
                     fch1=h.fch1,
                     foff=h.foff,
                     mode=mode,
+                    algorithm=algorithm,
                     source=str(reader.path),
                 )
     return out_path

@@ -215,9 +215,10 @@ def cached_subband_plan(owner: object, key: tuple, build) -> SubbandPlan:
 
 @njit(parallel=True, fastmath=True, cache=True)
 def subband_stage1(  # noqa: PLR0917 (kernel: positional)
-    data, delays, row_trial, row_c0, row_c1, row_ref, row_omin, row_ptr, row_len, y
+    data, delays, row_trial, row_c0, row_c1, row_ref, row_omin, row_ptr, row_len, y, t_offset
 ):  # pragma: no cover - compiled
-    """Stage 1: every (batch, row) partial sum into the flat buffer ``y [nbatch, total]``."""
+    """Stage 1: every (batch, row) partial sum into the flat buffer ``y [nbatch, total]``,
+    for output samples from ``t_offset`` on."""
     nbatch, nrow = data.shape[0], row_trial.shape[0]
     for k in prange(nbatch * nrow):
         b = k // nrow
@@ -229,15 +230,15 @@ def subband_stage1(  # noqa: PLR0917 (kernel: positional)
         y[b, start : start + length] = 0.0
         for t0 in range(0, length, _STAGE1_CHUNK):
             n = min(_STAGE1_CHUNK, length - t0)
-            shift = row_omin[r] + t0 - dl[row_ref[r]]
+            shift = row_omin[r] + t_offset + t0 - dl[row_ref[r]]
             acc = y[b, start + t0 : start + t0 + n]
             accumulate_channels(acc, data[b], dl, shift, row_c0[r], row_c1[r], n)
 
 
 @njit(parallel=True, fastmath=True, cache=True)
-def subband_stage2(y, base, out, tile_dm, tile_t):  # pragma: no cover - compiled
-    """Stage 2: ``out[b, d, t] = sum_s y[b, base[d, s] + t]``."""
-    nbatch, ndm, nout = out.shape
+def subband_stage2(y, base, out, tile_dm, tile_t, t_offset, nout):  # noqa: PLR0917
+    """Stage 2: ``out[b, d, t_offset + t] = sum_s y[b, base[d, s] + t]`` for ``t < nout``."""
+    nbatch, ndm = out.shape[0], out.shape[1]
     nsub = base.shape[1]
     ntd = (ndm + tile_dm - 1) // tile_dm
     ntt = (nout + tile_t - 1) // tile_t
@@ -248,7 +249,7 @@ def subband_stage2(y, base, out, tile_dm, tile_t):  # pragma: no cover - compile
         n = min(t0 + tile_t, nout) - t0
         yb = y[b]
         for d in range(d0, min(d0 + tile_dm, ndm)):
-            acc = out[b, d, t0 : t0 + n]
+            acc = out[b, d, t_offset + t0 : t_offset + t0 + n]
             acc[:] = 0.0
             s = 0
             while s + 4 <= nsub:
@@ -264,6 +265,14 @@ def subband_stage2(y, base, out, tile_dm, tile_t):  # pragma: no cover - compile
                 s += 1
 
 
+def chunk_length(sub: SubbandPlan, nout: int, tile_t: int, budget_bytes: int) -> int:
+    """Output samples per stage-1/stage-2 pass so that the scratch fits ``budget_bytes``."""
+    mean_extra = float(sub.row_extra.mean()) if sub.nrow else 0.0
+    fit = int(budget_bytes / (4 * max(sub.nrow, 1)) - mean_extra)
+    chunk = max(tile_t, fit - fit % tile_t)
+    return min(nout, chunk)
+
+
 def subband_cpu(
     data: np.ndarray,
     delays: np.ndarray,
@@ -272,18 +281,22 @@ def subband_cpu(
     *,
     sub: SubbandPlan,
     y: np.ndarray,
+    chunk: int,
 ) -> None:
     """Two-stage dedispersion of ``data [nbatch, nchan, nsamp]`` into ``out``.
 
-    ``y`` is scratch of shape ``[nbatch, sub.buffer_len(nout)]`` float32 (from the pool).
+    Output time is processed in passes of ``chunk`` samples; ``y`` is scratch of shape
+    ``[nbatch, >= sub.buffer_len(chunk)]`` float32 (from the pool), reused by every pass.
     """
     nout = out.shape[2]
-    ptr, lengths, base = sub.layout(nout)
-    subband_stage1(
-        data, delays, sub.row_trial, sub.row_c0, sub.row_c1, sub.row_ref, sub.row_omin,
-        ptr, lengths, y,
-    )  # fmt: skip
-    subband_stage2(y, base, out, tiling.tile_dm, tiling.tile_t)
+    for t_offset in range(0, nout, chunk):
+        n = min(chunk, nout - t_offset)
+        ptr, lengths, base = sub.layout(n)
+        subband_stage1(
+            data, delays, sub.row_trial, sub.row_c0, sub.row_c1, sub.row_ref, sub.row_omin,
+            ptr, lengths, y, t_offset,
+        )  # fmt: skip
+        subband_stage2(y, base, out, tiling.tile_dm, tiling.tile_t, t_offset, n)
 
 
 def speedup_estimate(sub: SubbandPlan, nchan: int, nout: int) -> float:
@@ -296,6 +309,7 @@ __all__ = [
     "auto_subband_plan",
     "build_subband_plan",
     "cached_subband_plan",
+    "chunk_length",
     "speedup_estimate",
     "subband_cpu",
 ]

@@ -187,9 +187,10 @@ def plan_cpu_tiling(
 ) -> TilingPlan:
     """Tile sizes for a CPU kernel over input ``shape = (nbatch, nchan, nsamp)``.
 
-    A time tile of ``tile_t`` float32 accumulators per DM stays in L1/L2 while a channel
-    slab ``tile_chan x (tile_t + span)`` of input fills about half of L2; ``tile_dm`` DMs
-    share that slab. Explicit tile sizes override the rules (tests sweep them).
+    The float32 accumulators of a tile (``tile_dm x tile_t``) take about half of L2, and a
+    channel slab of input ``tile_chan x (tile_t + span)`` about a third, so every DM of the
+    tile sweeps a slab that is already cached (``span`` is the delay spread across the
+    tile's DMs). Explicit tile sizes override the rules (tests sweep them).
     """
     facts = facts or machine_facts()
     nbatch, nchan, nsamp = shape
@@ -197,8 +198,10 @@ def plan_cpu_tiling(
     if nout <= 0 or ndm <= 0:
         raise OperatorError(f"nothing to tile: {ndm} DMs x {nout} output samples")
     auto_t = tile_t is None
-    tile_dm = tile_dm or min(16, ndm)
-    tile_t = tile_t or min(1024, nout)
+    tile_dm = tile_dm or min(32, ndm)
+    if tile_t is None:
+        rows = facts.l2_bytes // (2 * 4 * tile_dm)
+        tile_t = min(max(64, 1 << max(rows.bit_length() - 1, 0)), 8192, nout)
     # Keep enough parallel tiles for every thread (x4 for balance).
     while (
         auto_t
@@ -208,7 +211,7 @@ def plan_cpu_tiling(
         tile_t //= 2
     span = math.ceil(max_delay * tile_dm / max(ndm, 1)) + 1
     if tile_chan is None:
-        fit = (facts.l2_bytes // 2) // max((tile_t + span) * itemsize, 1)
+        fit = (facts.l2_bytes // 3) // max((tile_t + span) * itemsize, 1)
         tile_chan = min(nchan, _round_down(int(fit), 8))
     for name, value in (("tile_dm", tile_dm), ("tile_t", tile_t), ("tile_chan", tile_chan)):
         if value <= 0:
