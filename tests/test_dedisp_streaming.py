@@ -69,3 +69,13 @@ def test_stream_rejects_mismatched_plans_and_short_files(tmp_path, rng):
         other = DMPlan.build(plan.dms, plan.freqs[:8], plan.tsamp)
         with pytest.raises(OperatorError, match="32 channels, DM plan has 8"):
             list(stream_dedisperse(reader, other))
+
+
+def test_released_pages_read_back_unchanged(tmp_path, rng):
+    data = rng.integers(0, 255, (64, 40000)).astype(np.uint8)  # 2.5 MB: many pages
+    write_file(tmp_path / "r.fil", data)
+    with open_observation(tmp_path / "r.fil") as reader:
+        before = reader.read_block(0, 30000, raw=True)
+        reader.release(30000)
+        np.testing.assert_array_equal(reader.read_block(0, 40000, raw=True), data)
+    np.testing.assert_array_equal(before, data[:, :30000])

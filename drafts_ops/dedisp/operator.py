@@ -372,9 +372,11 @@ def stream_dedisperse(
 
     def flush() -> Iterator[tuple[int, np.ndarray]]:
         result = dedisperse(batch[: len(starts)], plan, pool=pool, **options)
-        for i, start in enumerate(starts):
-            yield start, result[i]
+        reader.release(starts[-1] + block_nsamp)  # earlier samples are never read again
+        batch_starts = list(starts)
         starts.clear()
+        for i, start in enumerate(batch_starts):
+            yield start, result[i]
 
     for start, block in reader.iter_blocks(block_nsamp, overlap, raw=True):
         if block.shape[1] <= overlap:

@@ -75,6 +75,13 @@ class ObservationReader(ABC):
             yield start, self.read_block(start, nsamp + overlap, raw=raw)
             start += nsamp
 
+    def release(self, stop: int) -> None:  # noqa: B027 (optional hook, not abstract)
+        """Hint that samples before ``stop`` will not be read again (streaming).
+
+        Memory-mapped readers drop those pages from the process so that a long stream's
+        resident memory stays bounded; the default does nothing.
+        """
+
     def close(self) -> None:  # noqa: B027 (optional hook, not abstract)
         """Release file handles (memory maps close with their arrays)."""
 

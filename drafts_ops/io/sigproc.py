@@ -8,6 +8,7 @@ Reads are memory-mapped: a block touches only its own bytes.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterable
 from pathlib import Path
@@ -163,6 +164,18 @@ class SigprocReader(ObservationReader):
             spectra = samples[:, :2, :].sum(axis=1, dtype=np.float32)
         dtype = spectra.dtype if raw else np.float32
         return transposed(spectra, dtype)
+
+    def release(self, stop: int) -> None:
+        """Drop the mapped pages of samples before ``stop`` from this process (madvise)."""
+        mm = getattr(self._raw, "_mmap", None)
+        if mm is None or not hasattr(mm, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        # numpy maps from an allocation-granularity boundary below the data offset.
+        lead = self.data_offset % mmap.ALLOCATIONGRANULARITY
+        end = lead + min(max(stop, 0), self.header.nsamples) * self.spectrum_bytes
+        length = end - end % mmap.PAGESIZE
+        if length > 0:
+            mm.madvise(mmap.MADV_DONTNEED, 0, length)
 
     def close(self) -> None:
         """Drop the memory map (blocks already returned stay valid: they are copies)."""
