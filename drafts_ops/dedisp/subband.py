@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit, prange
 
-from drafts_ops.dedisp.brute import _add1, _add4, accumulate_channels
+from drafts_ops.dedisp.brute import _add1, _add4, _add8, accumulate_channels
 from drafts_ops.dedisp.plan import smearing_s
 from drafts_ops.errors import OperatorError
 
@@ -252,6 +252,20 @@ def subband_stage2(y, base, out, tile_dm, tile_t, t_offset, nout):  # noqa: PLR0
             acc = out[b, d, t_offset + t0 : t_offset + t0 + n]
             acc[:] = 0.0
             s = 0
+            while s + 8 <= nsub:
+                a0 = base[d, s] + t0
+                a1 = base[d, s + 1] + t0
+                a2 = base[d, s + 2] + t0
+                a3 = base[d, s + 3] + t0
+                a4 = base[d, s + 4] + t0
+                a5 = base[d, s + 5] + t0
+                a6 = base[d, s + 6] + t0
+                a7 = base[d, s + 7] + t0
+                _add8(
+                    acc, yb[a0 : a0 + n], yb[a1 : a1 + n], yb[a2 : a2 + n], yb[a3 : a3 + n],
+                    yb[a4 : a4 + n], yb[a5 : a5 + n], yb[a6 : a6 + n], yb[a7 : a7 + n], n,
+                )  # fmt: skip
+                s += 8
             while s + 4 <= nsub:
                 a0 = base[d, s] + t0
                 a1 = base[d, s + 1] + t0
