@@ -26,6 +26,7 @@ is chosen to minimise it unless given. The measured S/N loss is documented in
 
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass, field
 
@@ -42,7 +43,6 @@ DEFAULT_TOL_MIN = 1.0
 RMS_MIN = 0.5
 #: Fraction of the sub-band's effective width allowed as delay error.
 DEFAULT_BETA = 0.3
-_STAGE1_CHUNK = 2048
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,6 +74,12 @@ class SubbandPlan:
     offsets: np.ndarray
     max_error: int
     _layouts: dict = field(default_factory=dict, repr=False)
+
+    @functools.cached_property
+    def rows(self) -> np.ndarray:
+        """Stage-1 rows as one int64 array ``[nrow, 5]``: trial, c0, c1, ref, omin."""
+        cols = (self.row_trial, self.row_c0, self.row_c1, self.row_ref, self.row_omin)
+        return np.ascontiguousarray(np.stack(cols, axis=1), dtype=np.int64)
 
     @property
     def nsub(self) -> int:
@@ -215,24 +221,34 @@ def cached_subband_plan(owner: object, key: tuple, build) -> SubbandPlan:
 
 @njit(parallel=True, fastmath=True, cache=True)
 def subband_stage1(  # noqa: PLR0917 (kernel: positional)
-    data, delays, row_trial, row_c0, row_c1, row_ref, row_omin, row_ptr, row_len, y, t_offset
+    data, delays, rows, row_ptr, row_len, y, t_offset, tile_rows, tile_t
 ):  # pragma: no cover - compiled
-    """Stage 1: every (batch, row) partial sum into the flat buffer ``y [nbatch, total]``,
-    for output samples from ``t_offset`` on."""
-    nbatch, nrow = data.shape[0], row_trial.shape[0]
-    for k in prange(nbatch * nrow):
-        b = k // nrow
-        r = k % nrow
-        trial = row_trial[r]
-        dl = delays[trial]
-        start = row_ptr[r]
-        length = row_len[r]
-        y[b, start : start + length] = 0.0
-        for t0 in range(0, length, _STAGE1_CHUNK):
-            n = min(_STAGE1_CHUNK, length - t0)
-            shift = row_omin[r] + t_offset + t0 - dl[row_ref[r]]
-            acc = y[b, start + t0 : start + t0 + n]
-            accumulate_channels(acc, data[b], dl, shift, row_c0[r], row_c1[r], n)
+    """Stage 1 into the flat buffer ``y [nbatch, total]`` for outputs from ``t_offset`` on.
+
+    ``rows [nrow, 5]`` holds (nominal trial, c0, c1, reference channel, omin). Tiles of
+    ``tile_rows`` consecutive rows (mostly one sub-band, neighbouring nominal DMs) x
+    ``tile_t`` samples run in parallel; the rows of a tile reuse one cached input slab.
+    """
+    nbatch, nrow = data.shape[0], rows.shape[0]
+    maxlen = 0
+    for r in range(nrow):
+        maxlen = max(maxlen, row_len[r])
+    nrb = (nrow + tile_rows - 1) // tile_rows
+    ntt = (maxlen + tile_t - 1) // tile_t
+    for k in prange(nbatch * nrb * ntt):
+        b = k // (nrb * ntt)
+        r0 = ((k // ntt) % nrb) * tile_rows
+        t0 = (k % ntt) * tile_t
+        for r in range(r0, min(r0 + tile_rows, nrow)):
+            if t0 >= row_len[r]:
+                continue
+            n = min(tile_t, row_len[r] - t0)
+            start = row_ptr[r] + t0
+            acc = y[b, start : start + n]
+            acc[:] = 0.0
+            dl = delays[rows[r, 0]]
+            shift = rows[r, 4] + t_offset + t0 - dl[rows[r, 3]]
+            accumulate_channels(acc, data[b], dl, shift, rows[r, 1], rows[r, 2], n)
 
 
 @njit(parallel=True, fastmath=True, cache=True)
@@ -307,9 +323,8 @@ def subband_cpu(
         n = min(chunk, nout - t_offset)
         ptr, lengths, base = sub.layout(n)
         subband_stage1(
-            data, delays, sub.row_trial, sub.row_c0, sub.row_c1, sub.row_ref, sub.row_omin,
-            ptr, lengths, y, t_offset,
-        )  # fmt: skip
+            data, delays, sub.rows, ptr, lengths, y, t_offset, tiling.tile_dm, tiling.tile_t
+        )
         subband_stage2(y, base, out, tiling.tile_dm, tiling.tile_t, t_offset, n)
 
 
