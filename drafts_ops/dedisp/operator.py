@@ -99,6 +99,8 @@ def _subband_cpu(data, trials: Trials, out, ctx: Context) -> None:
         ("auto", trials.factor, nout),
         lambda: auto_subband_plan(trials.delays, trials.dms, trials.freqs, trials.tsamp, nout),
     )
+    # Longer time tiles suit the two streaming stages (measured on the FAST-like bench).
+    ctx = Context(ctx.pool, {"tile_dm": 16, "tile_t": min(4096, nout), **ctx.tiles})
     probe = _cpu_tiling("production/subband/cpu", data, trials, out, ctx, log=False)
     chunk = chunk_length(sub, nout, probe.tile_t, SUBBAND_SCRATCH_BYTES // data.shape[0])
     shape = (data.shape[0], sub.buffer_len(chunk))
