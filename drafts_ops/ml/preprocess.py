@@ -3,21 +3,25 @@
 The networks never see raw data: every image goes through the functions here, at training
 time and at inference time alike, so the two cannot drift apart.
 
-Classifier input (FETCH-style cutouts, any size, normally 256 x 256):
+Classifier input (FETCH-style cutouts, any size, normally 256 x 256, candidate centred):
     * freq-time, given in FETCH layout [time, frequency]: transposed to [frequency, time],
-      area-resampled to 64 x 64, then each channel is robustly standardised
-      (median and MAD-sigma of its row); flat (flagged) channels become zero.
-    * DM-time: area-resampled to 64 x 64, then each DM row is robustly standardised.
+      frequency area-averaged to 64 sub-bands, the central 64 time columns kept (full
+      time resolution: averaging would dilute narrow bursts), then each channel robustly
+      standardised (median and MAD-sigma of its row); flat (flagged) channels become zero.
+    * DM-time: DM axis max-pooled to 64 rows (a bow-tie narrower than 4 DM rows keeps its
+      peak), the central 64 time columns kept, each DM row robustly standardised.
     * both are clipped to [-8, 32] sigma and divided by 4.
 
 Detector input (a DM-time block [ndm, nt]):
-    * the DM axis is area-resampled (or linearly interpolated, when ndm < 64) to 64 rows;
+    * the DM axis is max-pooled (or linearly interpolated, when ndm < 64) to 64 rows;
     * the time axis is averaged in blocks of ``time_factor`` samples and padded on the
       right to a multiple of 16 columns with the row median;
     * each row is robustly standardised, clipped and scaled as above.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import numpy as np
 
@@ -38,13 +42,16 @@ INPUT_SCALE = 4.0
 _MAD_TO_SIGMA = 1.4826
 
 
-def resample_axis(a: np.ndarray, n_out: int, axis: int) -> np.ndarray:
+def resample_axis(
+    a: np.ndarray, n_out: int, axis: int, reduce: Literal["mean", "max"] = "mean"
+) -> np.ndarray:
     """Resample ``a`` to ``n_out`` bins along ``axis`` (float32).
 
-    Shrinking averages over the exact fractional extent of each output bin (area
-    resampling, no aliasing of narrow features); growing interpolates linearly between
-    bin centres. Bin ``k`` of the output covers input coordinates
-    ``[k * n_in / n_out, (k + 1) * n_in / n_out)``.
+    Shrinking with ``reduce="mean"`` averages over the exact fractional extent of each
+    output bin (area resampling; bin ``k`` covers input coordinates
+    ``[k * n_in / n_out, (k + 1) * n_in / n_out)``); ``reduce="max"`` takes the largest
+    input bin starting in that range (keeps a burst that is narrower than an output bin at
+    full strength). Growing interpolates linearly between bin centres.
     """
     a = np.asarray(a, dtype=np.float64)
     n_in = a.shape[axis]
@@ -53,7 +60,10 @@ def resample_axis(a: np.ndarray, n_out: int, axis: int) -> np.ndarray:
     if n_out == n_in:
         return a.astype(np.float32)
     moved = np.moveaxis(a, axis, -1)
-    if n_out > n_in:
+    if n_out < n_in and reduce == "max":
+        starts = np.floor(np.arange(n_out) * n_in / n_out).astype(np.int64)
+        out = np.maximum.reduceat(moved, starts, axis=-1)
+    elif n_out > n_in:
         centres = (np.arange(n_out) + 0.5) * n_in / n_out - 0.5
         lo = np.clip(np.floor(centres).astype(np.int64), 0, n_in - 1)
         hi = np.minimum(lo + 1, n_in - 1)
@@ -100,18 +110,27 @@ def _check_image(img: np.ndarray, name: str) -> np.ndarray:
     return img
 
 
+def centre_columns(img: np.ndarray, n: int) -> np.ndarray:
+    """The ``n`` central columns of ``img`` (linearly stretched when it has fewer)."""
+    nt = img.shape[1]
+    if nt < n:
+        return resample_axis(img, n, 1)
+    start = (nt - n) // 2
+    return np.asarray(img[:, start : start + n], dtype=np.float32)
+
+
 def prepare_freq_time(freq_time: np.ndarray) -> np.ndarray:
     """Classifier freq-time input ``[64 (freq), 64 (time)]`` from a FETCH-layout cutout
     ``[nt (time), nchan (frequency)]`` (as ``data_freq_time`` in FETCH files)."""
     img = _check_image(freq_time, "freq-time cutout").T
-    img = resample_axis(resample_axis(img, CLASSIFIER_SIZE, 0), CLASSIFIER_SIZE, 1)
+    img = centre_columns(resample_axis(img, CLASSIFIER_SIZE, 0), CLASSIFIER_SIZE)
     return robust_standardise_rows(img)
 
 
 def prepare_dm_time_cutout(dm_time: np.ndarray) -> np.ndarray:
-    """Classifier DM-time input ``[64, 64]`` from a cutout ``[ndm, nt]``."""
+    """Classifier DM-time input ``[64 (DM), 64 (time)]`` from a cutout ``[ndm, nt]``."""
     img = _check_image(dm_time, "DM-time cutout")
-    img = resample_axis(resample_axis(img, CLASSIFIER_SIZE, 0), CLASSIFIER_SIZE, 1)
+    img = centre_columns(resample_axis(img, CLASSIFIER_SIZE, 0, "max"), CLASSIFIER_SIZE)
     return robust_standardise_rows(img)
 
 
@@ -126,7 +145,7 @@ def prepare_dm_time(dm_time: np.ndarray, time_factor: int = 1) -> np.ndarray:
     img = _check_image(dm_time, "DM-time block")
     if time_factor < 1:
         raise ParameterError(f"time_factor = {time_factor} must be >= 1")
-    img = resample_axis(img, DETECTOR_ROWS, 0)
+    img = resample_axis(img, DETECTOR_ROWS, 0, "max")
     ndm, nt = img.shape
     cols = -(-nt // time_factor)
     width = detector_width(nt, time_factor)

@@ -30,6 +30,8 @@ MODEL_KINDS: tuple[ModelKind, ...] = ("detector", "classifier")
 OPSET = 17
 #: Sigma (heatmap cells) of the Gaussian drawn around each burst centre.
 HEATMAP_SIGMA = 1.0
+#: Width (columns) of the random crops of the detector's training images.
+TRAIN_CROP = 128
 #: Fraction of classifier examples trained with the DM-time input blanked.
 DM_TIME_DROPOUT = 0.25
 
@@ -114,6 +116,11 @@ def _schedule(torch, optimiser, steps: int):
     )
 
 
+def _crop(torch, tensor, idx: np.ndarray, starts: np.ndarray, width: int):
+    """Batch of ``tensor[i, ..., s:s + width]`` for each (i, s)."""
+    return torch.stack([tensor[i, ..., s : s + width] for i, s in zip(idx, starts, strict=True)])
+
+
 def train_detector(
     steps: int = 2000,
     seed: int = 0,
@@ -121,7 +128,7 @@ def train_detector(
     device: str = "cpu",
     *,
     batch_size: int = 16,
-    pool_size: int = 1200,
+    pool_size: int = 1500,
     log: Callable[[str], None] = print,
 ) -> TrainResult:
     """Train the DM-time detector and export ``out/detector.onnx`` (+ manifest entry)."""
@@ -141,17 +148,22 @@ def train_detector(
     t_data = time.perf_counter() - t0
     log(f"detector: {n} simulated DM-time images {height}x{width} in {t_data:.1f} s")
 
+    stride = pp.DETECTOR_STRIDE
     net = DetectorNet().to(dev)
     opt = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-4)
     sched = _schedule(torch, opt, steps)
     t1, loss_avg = time.perf_counter(), float("nan")
     net.train()
     for step in range(steps):
-        idx = torch.from_numpy(rng.integers(0, n, batch_size))
-        logits, offset = net(x_all[idx].to(dev))
-        m = mask[idx].to(dev)
-        l_heat = _focal_loss(torch, logits, heat[idx].to(dev))
-        l_off = (torch.abs(offset - offs[idx].to(dev)) * m).sum() / m.sum().clamp(min=1.0)
+        idx = rng.integers(0, n, batch_size)
+        cells = rng.integers(0, (width - TRAIN_CROP) // stride + 1, batch_size)
+        x = _crop(torch, x_all, idx, cells * stride, TRAIN_CROP).to(dev)
+        h, o, m = (
+            _crop(torch, t, idx, cells, TRAIN_CROP // stride).to(dev) for t in (heat, offs, mask)
+        )
+        logits, offset = net(x)
+        l_heat = _focal_loss(torch, logits, h)
+        l_off = (torch.abs(offset - o) * m).sum() / m.sum().clamp(min=1.0)
         loss = l_heat + l_off
         opt.zero_grad()
         loss.backward()
@@ -181,7 +193,7 @@ def train_classifier(
     device: str = "cpu",
     *,
     batch_size: int = 32,
-    pool_size: int = 3000,
+    pool_size: int = 2500,
     log: Callable[[str], None] = print,
 ) -> TrainResult:
     """Train the burst classifier and export ``out/classifier.onnx`` (+ manifest entry)."""
