@@ -160,24 +160,38 @@ def noise_block(rng: np.random.Generator, nchan: int, nsamp: int) -> np.ndarray:
 
 
 # -- detector examples ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class DetectorBlock:
+    """A simulated block: raw data ``[nchan, nsamp]``, its DM-time ``[ndm, columns]``."""
+
+    setup: Setup
+    data: np.ndarray
+    dm_time: np.ndarray
+    dms: np.ndarray
+    bursts: list[Burst]
+    rfi: tuple[str, ...]
+
+
 def detector_example(
     rng: np.random.Generator,
     *,
     n_bursts: int | None = None,
     rfi: tuple[str, ...] | None = None,
     columns: int = DETECTOR_COLUMNS,
-) -> tuple[np.ndarray, np.ndarray, list[Burst], np.ndarray]:
-    """One simulated DM-time block.
+    snr: float | None = None,
+    tail: int = 0,
+) -> DetectorBlock:
+    """One simulated block and its DM-time image (DM trials 0..dm_max, uniform).
 
-    Returns the raw DM-time array ``[ndm, columns]``, its DM trials (pc cm^-3), the
-    injected bursts (``sample`` in DM-time columns) and nothing else random.
-    ``n_bursts``/``rfi`` default to a random mix: 0-2 bursts and, independently, RFI.
+    ``n_bursts``/``rfi`` default to a random mix: 0-2 bursts and, independently, each RFI
+    kind with probability 1/4. ``snr`` fixes the bursts' S/N; ``tail`` adds raw samples
+    after the block (room for cutouts). Burst ``sample`` is a DM-time column.
     """
     setup = random_setup(rng)
     dm_max = rng.uniform(150.0, 1200.0)
     dms = np.linspace(0.0, dm_max, int(rng.integers(48, 257)))
     delays = delay_table(dms, setup.freqs, setup.tsamp)
-    nsamp = columns + int(delays.max())
+    nsamp = columns + int(delays.max()) + tail
     if n_bursts is None:
         n_bursts = int(rng.choice([0, 1, 1, 1, 2]))
     if rfi is None:
@@ -188,11 +202,19 @@ def detector_example(
         random_burst(rng, setup, rng.uniform(lo, hi) * dm_max, rng.uniform(6, columns - 6))
         for _ in range(n_bursts)
     ]
+    if snr is not None:
+        bursts = [Burst(**{**b.__dict__, "snr": float(snr)}) for b in bursts]
     for burst in bursts:
         data += burst_signal(setup, burst, nsamp)
     for kind in rfi:
         data += rfi_signal(rng, setup, kind, nsamp)
-    return dedisperse_reference(data, delays), dms, bursts, np.array(rfi, dtype=object)
+    dm_time = dedisperse_reference(data, delays)[:, :columns]
+    return DetectorBlock(setup, data, dm_time, dms, bursts, tuple(rfi))
+
+
+def dm_index(dms: np.ndarray, dm: float) -> float:
+    """Fractional index of ``dm`` in the increasing DM trials ``dms``."""
+    return float(np.interp(dm, dms, np.arange(dms.size)))
 
 
 def detector_pool(
@@ -202,13 +224,12 @@ def detector_pool(
     (row, col) in detector-pixel coordinates."""
     images, centres = [], []
     for _ in range(n):
-        dm_time, dms, bursts, _ = detector_example(rng)
-        images.append(pp.prepare_dm_time(dm_time, 1))
-        step = dms[1] - dms[0]
+        block = detector_example(rng)
+        images.append(pp.prepare_dm_time(block.dm_time, 1))
         rows, cols = pp.input_to_detector_coords(
-            np.array([b.dm / step for b in bursts]),
-            np.array([b.sample for b in bursts]),
-            dms.size,
+            np.array([dm_index(block.dms, b.dm) for b in block.bursts]),
+            np.array([b.sample for b in block.bursts]),
+            block.dms.size,
             1,
         )
         centres.append(list(zip(rows.tolist(), cols.tolist(), strict=True)))

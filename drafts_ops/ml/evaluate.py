@@ -1,0 +1,198 @@
+"""Validation of the shipped models on simulated data kept apart from training.
+
+Training draws from seeds 0, 1, ...; validation uses :data:`VALIDATION_SEED`, so no
+example is shared. Three measurements:
+
+1. **classifier on search candidates** — cutouts at a search's (jittered) DM, time and
+   width for bursts in S/N bins (recall), and at noise / RFI triggers (false-positive
+   fraction per kind);
+2. **detector, and detector then classifier** — one burst per DM-time block, recall per
+   S/N bin (a peak within the tolerance, then the classifier on the peak's cutout);
+3. **false positives per minute** — long blocks of noise with RFI (each kind present with
+   probability 1/2 per block) through detector and classifier.
+
+:func:`evaluate_and_write_card` writes the tables into ``models/MODEL_CARD.md``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from drafts_ops.ml import data
+from drafts_ops.ml.inference import Classifier, Detector, load_classifier, load_detector
+
+VALIDATION_SEED = 20_261_130
+#: Edges of the injected-S/N bins of the recall tables.
+SNR_EDGES: tuple[float, ...] = (6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 30.0)
+#: Operating points reported in the model card.
+DETECTOR_THRESHOLD = 0.3
+CLASSIFIER_THRESHOLD = 0.5
+#: Width (samples) used for the cutouts of detector peaks (the detector gives no width).
+PEAK_CUTOUT_WIDTH = 2
+
+
+@dataclass
+class Evaluation:
+    """Numbers of one validation run (all measured, see the module docstring)."""
+
+    seed: int
+    snr_bins: list[tuple[float, float]]
+    classifier_recall: list[float] = field(default_factory=list)
+    classifier_recall_ft_only: list[float] = field(default_factory=list)
+    classifier_fp: dict[str, float] = field(default_factory=dict)
+    detector_recall: list[float] = field(default_factory=list)
+    pipeline_recall: list[float] = field(default_factory=list)
+    per_bin: int = 0
+    negatives_per_kind: int = 0
+    fp_minutes: float = 0.0
+    detector_fp_per_min: float = 0.0
+    pipeline_fp_per_min: float = 0.0
+    seconds: float = 0.0
+
+
+def _bins() -> list[tuple[float, float]]:
+    return list(itertools.pairwise(SNR_EDGES))
+
+
+def classifier_metrics(
+    clf: Classifier, rng: np.random.Generator, ev: Evaluation, per_bin: int, negatives: int
+) -> None:
+    """Recall per S/N bin on burst candidates; positive fraction on each negative kind."""
+    for lo, hi in ev.snr_bins:
+        cuts = [data.classifier_example(rng, "burst", rng.uniform(lo, hi)) for _ in range(per_bin)]
+        ft = np.stack([c[0] for c in cuts])
+        dt = np.stack([c[1] for c in cuts])
+        ev.classifier_recall.append(float(np.mean(clf.predict(ft, dt) >= CLASSIFIER_THRESHOLD)))
+        ev.classifier_recall_ft_only.append(float(np.mean(clf.predict(ft) >= CLASSIFIER_THRESHOLD)))
+    for kind in ("noise", *data.RFI_KINDS):
+        cuts = [data.classifier_example(rng, kind) for _ in range(negatives)]
+        prob = clf.predict(np.stack([c[0] for c in cuts]), np.stack([c[1] for c in cuts]))
+        ev.classifier_fp[kind] = float(np.mean(prob >= CLASSIFIER_THRESHOLD))
+
+
+def _classify_peak(clf: Classifier, block: data.DetectorBlock, peak) -> float:
+    dm = float(np.interp(peak.dm_index, np.arange(block.dms.size), block.dms))
+    cand = data.Candidate(dm, round(peak.sample), PEAK_CUTOUT_WIDTH)
+    ft, dt = data.cutout_pair(block.data, block.setup, cand)
+    return float(clf.predict(ft, dt))
+
+
+def _matches(block: data.DetectorBlock, burst: data.Burst, peak) -> bool:
+    """A peak within 3 DM rows (or 5% of the rows) and max(4, width) samples of the burst."""
+    rows = max(3.0, 0.05 * block.dms.size)
+    width = (burst.width_s + burst.scattering_s) / block.setup.tsamp
+    near_dm = abs(peak.dm_index - data.dm_index(block.dms, burst.dm)) <= rows
+    return near_dm and abs(peak.sample - burst.sample) <= max(4.0, width)
+
+
+def detector_metrics(
+    det: Detector, clf: Classifier, rng: np.random.Generator, ev: Evaluation, per_bin: int
+) -> None:
+    """Detector recall and detector-then-classifier recall per S/N bin."""
+    for lo, hi in ev.snr_bins:
+        found = passed = 0
+        for _ in range(per_bin):
+            block = data.detector_example(
+                rng, n_bursts=1, rfi=(), snr=rng.uniform(lo, hi), tail=4096
+            )
+            peaks = [
+                p
+                for p in det.detect(block.dm_time, DETECTOR_THRESHOLD)
+                if _matches(block, block.bursts[0], p)
+            ]
+            found += bool(peaks)
+            passed += bool(peaks) and _classify_peak(clf, block, peaks[0]) >= CLASSIFIER_THRESHOLD
+        ev.detector_recall.append(found / per_bin)
+        ev.pipeline_recall.append(passed / per_bin)
+
+
+def false_positive_metrics(
+    det: Detector, clf: Classifier, rng: np.random.Generator, ev: Evaluation, minutes: float
+) -> None:
+    """Detector peaks, and those the classifier keeps, per minute of noise + RFI."""
+    seconds = peaks_total = kept = 0.0
+    while seconds < 60.0 * minutes:
+        rfi = tuple(k for k in data.RFI_KINDS if rng.random() < 0.5)
+        block = data.detector_example(rng, n_bursts=0, rfi=rfi, columns=2048, tail=4096)
+        seconds += block.dm_time.shape[1] * block.setup.tsamp
+        peaks = det.detect(block.dm_time, DETECTOR_THRESHOLD)
+        peaks_total += len(peaks)
+        kept += sum(_classify_peak(clf, block, p) >= CLASSIFIER_THRESHOLD for p in peaks)
+    ev.fp_minutes = seconds / 60.0
+    ev.detector_fp_per_min = peaks_total / ev.fp_minutes
+    ev.pipeline_fp_per_min = kept / ev.fp_minutes
+
+
+def evaluate(
+    models: str | Path | None = None,
+    *,
+    seed: int = VALIDATION_SEED,
+    per_bin: int = 40,
+    negatives: int = 60,
+    fp_minutes: float = 3.0,
+) -> Evaluation:
+    """Run all validation measurements on the models in ``models`` (default: shipped)."""
+    folder = None if models is None else Path(models)
+    clf = load_classifier(None if folder is None else folder / "classifier.onnx")
+    det = load_detector(None if folder is None else folder / "detector.onnx")
+    t0 = time.perf_counter()
+    ev = Evaluation(seed=seed, snr_bins=_bins(), per_bin=per_bin, negatives_per_kind=negatives)
+    rng = np.random.default_rng(seed)
+    classifier_metrics(clf, rng, ev, per_bin, negatives)
+    detector_metrics(det, clf, rng, ev, per_bin)
+    false_positive_metrics(det, clf, rng, ev, fp_minutes)
+    ev.seconds = time.perf_counter() - t0
+    return ev
+
+
+def results_markdown(ev: Evaluation) -> str:
+    """The validation tables of the model card."""
+    lines = [
+        f"Validation seed {ev.seed} (not a training seed); {ev.per_bin} bursts per S/N "
+        f"bin; detector threshold {DETECTOR_THRESHOLD}, classifier threshold "
+        f"{CLASSIFIER_THRESHOLD}. Measured in {ev.seconds:.0f} s.",
+        "",
+        "| injected S/N | classifier (FT + DM-time) | classifier (FT only) | detector "
+        "| detector + classifier |",
+        "|---|---|---|---|---|",
+    ]
+    for i, (lo, hi) in enumerate(ev.snr_bins):
+        lines.append(
+            f"| {lo:g}-{hi:g} | {ev.classifier_recall[i]:.2f} | "
+            f"{ev.classifier_recall_ft_only[i]:.2f} | {ev.detector_recall[i]:.2f} | "
+            f"{ev.pipeline_recall[i]:.2f} |"
+        )
+    lines += [
+        "",
+        f"Classifier positives on non-burst candidates ({ev.negatives_per_kind} per kind): "
+        + ", ".join(f"{k} {v:.3f}" for k, v in ev.classifier_fp.items())
+        + ".",
+        "",
+        f"False positives on {ev.fp_minutes:.1f} min of noise with RFI (each kind in half the "
+        f"blocks): detector {ev.detector_fp_per_min:.2f} per minute, after the classifier "
+        f"{ev.pipeline_fp_per_min:.2f} per minute.",
+    ]
+    return "\n".join(lines)
+
+
+def summary_at_8(ev: Evaluation) -> dict[str, float]:
+    """Recall averaged over the bins at S/N >= 8 (each bin weighted equally)."""
+    keep = [i for i, (lo, _) in enumerate(ev.snr_bins) if lo >= 8]
+    return {
+        "classifier": float(np.mean([ev.classifier_recall[i] for i in keep])),
+        "detector": float(np.mean([ev.detector_recall[i] for i in keep])),
+        "detector+classifier": float(np.mean([ev.pipeline_recall[i] for i in keep])),
+    }
+
+
+def evaluate_and_write_card(models: str | Path = "models", **kwargs) -> Path:
+    """Evaluate the models in ``models`` and (re)write its ``MODEL_CARD.md``."""
+    from drafts_ops.ml.card import write_model_card
+
+    ev = evaluate(models, **kwargs)
+    return write_model_card(Path(models), ev)
