@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 from drafts_ops.errors import DraftsError
@@ -19,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _format_value(value: object) -> str:
     if isinstance(value, float):
-        return f"{value:.12g}" if math.isfinite(value) else str(value)
+        return repr(value) if math.isfinite(value) else str(value)
     return str(value)
 
 
@@ -28,8 +29,10 @@ def header_table(path: Path, summary: dict[str, object]) -> str:
     from drafts_ops.io.header import KEYWORDS_BY_NAME
 
     width = max(len(k) for k in summary)
-    lines = [f"== {path} =="]
+    lines = [f"== {path} ({summary.get('format', '?')}) =="]
     for key, value in summary.items():
+        if key == "format":
+            continue
         unit = KEYWORDS_BY_NAME[key].unit if key in KEYWORDS_BY_NAME else ""
         lines.append(f"  {key:<{width}}  {_format_value(value)} {unit}".rstrip())
     return "\n".join(lines)
@@ -50,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 results[str(path)] = {"error": str(err)}
             else:
-                print(f"drafts info: error: {err}", file=__import__("sys").stderr)
+                print(f"drafts info: error: {err}", file=sys.stderr)
             continue
         if args.json:
             results[str(path)] = summary

@@ -6,9 +6,11 @@ Use :func:`open_observation`; it picks the format from the file's first bytes.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
+
+import numpy as np
 
 from drafts_ops.errors import ObservationError
 from drafts_ops.io.header import Header
@@ -40,8 +42,11 @@ def detect_format(path: PathLike) -> Format:
         raise ObservationError(path, "no such file")
     if path.is_dir():
         raise ObservationError(path, "is a directory, not an observation file")
-    with path.open("rb") as fh:
-        head = fh.read(16)
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(16)
+    except OSError as err:
+        raise ObservationError(path, f"cannot read: {err.strerror or err}") from None
     if not head:
         raise ObservationError(path, "empty file")
     for fmt, magic in _MAGIC.items():
@@ -80,4 +85,45 @@ def open_observation(paths: PathLike | Sequence[PathLike]) -> ObservationReader:
     return FBH5Reader(paths[0])
 
 
-__all__ = ["Format", "Header", "ObservationReader", "detect_format", "open_observation"]
+def format_from_suffix(path: PathLike) -> Format:
+    """The format a file name asks for: .fil, .fits/.sf or .h5/.hdf5/.fbh5."""
+    fmt = _SUFFIXES.get(Path(path).suffix.lower())
+    if fmt is None:
+        known = ", ".join(sorted(_SUFFIXES))
+        raise ObservationError(path, f"unknown observation suffix (use one of {known})")
+    return fmt
+
+
+def write_observation(
+    path: PathLike, header: Header, blocks: np.ndarray | Iterable[np.ndarray]
+) -> Path:
+    """Write total-intensity data in the format named by the suffix of ``path`` (atomic).
+
+    ``blocks`` is one array ``[nchans, n]`` or an iterable of them (streamed for SIGPROC
+    and FBH5; PSRFITS joins them and writes rows of up to 4096 spectra). Values are
+    rounded and clipped to ``header.nbits``.
+    """
+    fmt = format_from_suffix(path)
+    if fmt == "sigproc":
+        from drafts_ops.io.sigproc import write_sigproc
+
+        return write_sigproc(path, header, blocks)
+    if fmt == "fbh5":
+        from drafts_ops.io.fbh5 import write_fbh5
+
+        return write_fbh5(path, header, blocks)
+    from drafts_ops.io.psrfits import write_psrfits
+
+    data = blocks if isinstance(blocks, np.ndarray) else np.concatenate(list(blocks), axis=-1)
+    return write_psrfits(path, header, data)
+
+
+__all__ = [
+    "Format",
+    "Header",
+    "ObservationReader",
+    "detect_format",
+    "format_from_suffix",
+    "open_observation",
+    "write_observation",
+]

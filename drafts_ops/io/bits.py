@@ -56,8 +56,17 @@ def pack(samples: np.ndarray, nbits: int, bitorder: BitOrder = "little") -> np.n
 
 
 def quantise(values: np.ndarray, nbits: int) -> np.ndarray:
-    """Round and clip float values into the range of an ``nbits`` sample (float32 passes)."""
+    """Round and clip values into the range of an ``nbits`` sample (float32 passes).
+
+    Integer input of the sample type itself is returned as is (no copy).
+    """
+    values = np.asarray(values)
     if nbits == 32:
-        return np.asarray(values, dtype=np.float32)
+        return values.astype(np.float32, copy=False)
+    dtype = SAMPLE_DTYPES[nbits]
     top = (1 << nbits) - 1
-    return np.clip(np.rint(values), 0, top).astype(SAMPLE_DTYPES[nbits])
+    if values.dtype.kind in "ui":
+        if values.dtype == dtype and nbits in (8, 16):
+            return values
+        return np.clip(values, 0, top).astype(dtype)
+    return np.clip(np.rint(values), 0, top).astype(dtype)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, Literal
 
@@ -144,6 +145,7 @@ class Header:
     period: float = 0.0
 
     def __post_init__(self) -> None:
+        _coerce_types(self)
         problems = _header_problems(self)
         if problems:
             raise ObservationError(None, "bad header: " + "; ".join(problems))
@@ -236,8 +238,60 @@ class Header:
             bandwidth_mhz=self.bandwidth,
             ra_deg=self.ra_deg,
             dec_deg=self.dec_deg,
+            tstart_utc=mjd_to_iso(self.tstart),
         )
         return out
+
+
+def mjd_to_iso(mjd: float) -> str:
+    """MJD → ISO 8601 UTC string (microsecond resolution, leap seconds ignored)."""
+    try:
+        when = _MJD_EPOCH + timedelta(days=float(mjd))
+    except (OverflowError, ValueError):
+        return "out of range"
+    return when.isoformat(timespec="microseconds")
+
+
+_MJD_EPOCH = datetime(1858, 11, 17)
+_FIELD_KINDS: dict[str, type] = {}
+
+
+def _coerce_types(h: Header) -> None:
+    """Turn numpy scalars and bytes (from FITS/HDF5) into plain int/float/str in place.
+
+    Values that cannot be converted are left alone for :func:`_header_problems` to name.
+    """
+    if not _FIELD_KINDS:
+        _FIELD_KINDS.update({f.name: f.type for f in dataclasses.fields(Header)})
+    for name, kind in _FIELD_KINDS.items():
+        value = getattr(h, name)
+        new = value
+        if kind in ("int", int) and isinstance(value, (np.integer, np.bool_)):
+            new = int(value)
+        elif kind in ("int", int) and isinstance(value, (float, np.floating)):
+            new = int(value) if math.isfinite(value) and float(value).is_integer() else value
+        elif kind in ("float", float) and isinstance(value, (int, np.integer, np.floating)):
+            new = float(value)
+        elif kind in ("str", str) and isinstance(value, (bytes, np.bytes_)):
+            new = bytes(value).decode("latin-1").rstrip("\x00 ")
+        elif kind in ("str", str) and isinstance(value, np.str_):
+            new = str(value)
+        if new is not value:
+            object.__setattr__(h, name, new)
+
+
+def _type_problems(h: Header) -> list[str]:
+    """Fields whose value is not of the field's type (after :func:`_coerce_types`)."""
+    problems = []
+    for name, kind in _FIELD_KINDS.items():
+        value = getattr(h, name)
+        if kind in ("int", int) and (not isinstance(value, int) or isinstance(value, bool)):
+            problems.append(f"{name} = {value!r} is not an integer")
+        elif kind in ("float", float) and not isinstance(value, float):
+            problems.append(f"{name} = {value!r} is not a number")
+        elif kind in ("str", str) and not isinstance(value, str):
+            problems.append(f"{name} = {value!r} is not text")
+    return problems
 
 
 def _header_problems(h: Header) -> list[str]:
@@ -251,9 +305,7 @@ def _header_problems(h: Header) -> list[str]:
             problems.append(f"{name} = {value!r} is not a finite number")
         return ok
 
-    for name in ("nchans", "nbits", "nsamples", "nifs"):
-        if not isinstance(getattr(h, name), (int, np.integer)):
-            problems.append(f"{name} = {getattr(h, name)!r} is not an integer")
+    problems.extend(_type_problems(h))
     if problems:
         return problems
     if h.nchans <= 0:
@@ -294,3 +346,56 @@ def pack_sexagesimal(value: float) -> float:
     mm = int((value - dd) * 60)
     ss = (value - dd - mm / 60.0) * 3600.0
     return sign * (dd * 10000 + mm * 100 + ss)
+
+
+def packed_from_string(text: str) -> float:
+    """``"[-]dd:mm:ss.s"`` (hours or degrees, as in FITS headers) → SIGPROC packed form.
+
+    Raises ``ValueError`` for text that is not one to three colon-separated numbers.
+    """
+    text = text.strip()
+    sign = -1.0 if text.startswith("-") else 1.0
+    parts = [float(p) for p in text.lstrip("+-").split(":")]
+    if not 1 <= len(parts) <= 3 or any(not math.isfinite(p) or p < 0 for p in parts):
+        raise ValueError(f"not a sexagesimal angle: {text!r}")
+    parts += [0.0] * (3 - len(parts))
+    return sign * (parts[0] * 10000 + parts[1] * 100 + parts[2])
+
+
+def string_from_packed(value: float) -> str:
+    """SIGPROC packed ``[-]ddmmss.s`` → ``"[-]dd:mm:ss.ssssss"`` (inverse of the above)."""
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    dd = int(value // 10000)
+    mm = int((value - dd * 10000) // 100)
+    ss = value - dd * 10000 - mm * 100
+    return f"{sign}{dd:02d}:{mm:02d}:{ss:09.6f}"
+
+
+def telescope_id_from_name(name: str) -> int:
+    """SIGPROC telescope identifier for a telescope name (0, "Fake", when unknown)."""
+    key = name.strip().upper().replace(" ", "").replace("-", "")
+    if key in _TELESCOPE_ALIASES:
+        return _TELESCOPE_ALIASES[key]
+    for ident, known in TELESCOPE_NAMES.items():
+        if known.upper().replace("-", "") == key:
+            return ident
+    return 0
+
+
+_TELESCOPE_ALIASES: dict[str, int] = {
+    "AO": 1,
+    "PKS": 4,
+    "PARKES": 4,
+    "MURRIYANG": 4,
+    "JB": 5,
+    "JODRELLBANK": 5,
+    "LOVELL": 5,
+    "GB": 6,
+    "GREENBANK": 6,
+    "GBT": 6,
+    "EFF": 8,
+    "EF": 8,
+    "MEERKAT": 64,
+    "MK": 64,
+}
