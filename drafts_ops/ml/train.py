@@ -16,9 +16,9 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -59,6 +59,7 @@ class TrainResult:
     seconds_train: float
     final_loss: float
     size_bytes: int
+    network: Any = field(default=None, repr=False, compare=False)  # the trained torch module
 
 
 # -- detector targets and loss -----------------------------------------------------------
@@ -177,6 +178,7 @@ def train_detector(
     return _finish(
         "detector",
         path,
+        net=net,
         steps=steps,
         seed=seed,
         t_data=t_data,
@@ -238,6 +240,7 @@ def train_classifier(
     return _finish(
         "classifier",
         path,
+        net=net,
         steps=steps,
         seed=seed,
         t_data=t_data,
@@ -247,7 +250,7 @@ def train_classifier(
     )
 
 
-def _finish(kind, path, *, steps, seed, t_data, t_train, loss, log) -> TrainResult:
+def _finish(kind, path, *, net, steps, seed, t_data, t_train, loss, log) -> TrainResult:
     from drafts_ops.ml.manifest import update_manifest
 
     torch = require_torch()
@@ -264,7 +267,7 @@ def _finish(kind, path, *, steps, seed, t_data, t_train, loss, log) -> TrainResu
     )
     size = path.stat().st_size
     log(f"{kind}: wrote {path} ({size / 1024:.0f} kB), training {t_train:.0f} s")
-    return TrainResult(kind, path, steps, seed, t_data, t_train, float(loss), size)
+    return TrainResult(kind, path, steps, seed, t_data, t_train, float(loss), size, net)
 
 
 # -- export -------------------------------------------------------------------------------
