@@ -28,10 +28,17 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
-        os.replace(tmp, target)
+        tmp.chmod(0o666 & ~_current_umask())  # mkstemp makes 0600; give the usual mode
+        tmp.replace(target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:

@@ -1,0 +1,133 @@
+"""The one candidate record of drafts-ops."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from drafts_ops.detect.cluster import Clusters
+from drafts_ops.errors import ParameterError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Candidate:
+    """A single-pulse candidate.
+
+    Attributes
+    ----------
+    tcand_s : float
+        Arrival time at the highest frequency of the band, s from the first file sample.
+    dm : float
+        Dispersion measure, pc cm^-3.
+    snr : float
+        Boxcar S/N (Heimdall / PRESTO convention).
+    width_samples : int
+        Boxcar width, samples.
+    width_s : float
+        Boxcar width, s.
+    dm_index : int
+        Index of the DM trial in the search's DM plan.
+    sample : int
+        Arrival at the top of the band, samples from the first file sample (centre of the
+        boxcar).
+    members : int
+        Giants merged into this candidate by clustering.
+    first_sample, last_sample : int
+        Sample range spanned by the members (``sample`` when not given).
+    detector_score : float or None
+        Score of the neural detector, when it ran.
+    classifier_prob : float or None
+        Burst probability from the neural classifier, when it ran.
+    beam : int
+        Beam number.
+    file : str
+        Observation file the candidate comes from.
+    """
+
+    tcand_s: float
+    dm: float
+    snr: float
+    width_samples: int
+    width_s: float
+    dm_index: int
+    sample: int
+    members: int = 1
+    first_sample: int = -1
+    last_sample: int = -1
+    detector_score: float | None = None
+    classifier_prob: float | None = None
+    beam: int = 0
+    file: str = ""
+
+    def __post_init__(self) -> None:
+        if self.first_sample < 0:
+            object.__setattr__(self, "first_sample", int(self.sample))
+        if self.last_sample < 0:
+            object.__setattr__(self, "last_sample", int(self.sample))
+        problems = []
+        if not (math.isfinite(self.dm) and self.dm >= 0):
+            problems.append(f"dm = {self.dm} pc cm^-3")
+        if self.width_samples < 1:
+            problems.append(f"width = {self.width_samples} samples")
+        if not math.isfinite(self.tcand_s):
+            problems.append(f"tcand = {self.tcand_s} s")
+        if problems:
+            raise ParameterError("impossible candidate: " + ", ".join(problems))
+
+    @property
+    def filter_index(self) -> int:
+        """Heimdall's ``filter``: log2 of the boxcar width (rounded down)."""
+        return int(math.log2(self.width_samples))
+
+    def replace(self, **changes: Any) -> Candidate:
+        """A copy with ``changes`` (e.g. ``classifier_prob=0.9``); unknown names are an error."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise TypeError(f"Candidate has no field(s) {', '.join(unknown)}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+#: Candidate fields in the order of ``candidates.csv`` (optional score columns last).
+CSV_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Candidate))
+
+
+def candidates_from_clusters(
+    clusters: Clusters,
+    dms: np.ndarray,
+    tsamp: float,
+    *,
+    file: str = "",
+    beam: int = 0,
+) -> list[Candidate]:
+    """One :class:`Candidate` per cluster head; ``dms`` are the plan's trials (pc cm^-3)."""
+    heads = clusters.heads
+    out = []
+    for i in range(len(clusters)):
+        width = int(heads.width[i])
+        sample = int(heads.sample[i])
+        score = float(clusters.score[i])
+        out.append(
+            Candidate(
+                tcand_s=sample * tsamp,
+                dm=float(dms[int(heads.dm_index[i])]),
+                snr=float(heads.snr[i]),
+                width_samples=width,
+                width_s=width * tsamp,
+                dm_index=int(heads.dm_index[i]),
+                sample=sample,
+                members=int(clusters.members[i]),
+                first_sample=int(clusters.first_sample[i]),
+                last_sample=int(clusters.last_sample[i]),
+                detector_score=score if math.isfinite(score) else None,
+                beam=beam,
+                file=file,
+            )
+        )
+    return out

@@ -1,0 +1,223 @@
+"""Preprocessing of a filterbank block before dedispersion.
+
+Every function takes ``data`` as ``[nchan, nt]`` (channels in file order) and returns a new
+array; nothing is changed in place. Normalised data has, per channel, median 0 and robust
+standard deviation 1, so a masked channel is simply set to 0 and adds nothing to a sum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+import numpy as np
+
+from drafts_ops.errors import ParameterError
+from drafts_ops.io.header import Header
+
+NormMethod = Literal["mad", "iqr"]
+
+#: Standard deviation of a Gaussian per unit MAD and per unit IQR.
+MAD_TO_STD = 1.482602218505602
+IQR_TO_STD = 1.0 / 1.3489795003921634
+
+
+def robust_location_scale(
+    data: np.ndarray, method: NormMethod = "mad", axis: int = -1
+) -> tuple[np.ndarray, np.ndarray]:
+    """Median and robust standard deviation along ``axis`` (MAD or IQR, Gaussian-scaled)."""
+    x = np.asarray(data, dtype=np.float32)
+    if method == "mad":
+        med = np.median(x, axis=axis, keepdims=True)
+        scale = MAD_TO_STD * np.median(np.abs(x - med), axis=axis, keepdims=True)
+    elif method == "iqr":
+        q25, med, q75 = np.percentile(x, [25.0, 50.0, 75.0], axis=axis, keepdims=True)
+        scale = IQR_TO_STD * (q75 - q25)
+    else:
+        raise ParameterError(f"unknown normalisation method {method!r} (use 'mad' or 'iqr')")
+    return np.squeeze(med, axis=axis), np.squeeze(scale, axis=axis)
+
+
+def normalise_channels(data: np.ndarray, method: NormMethod = "mad") -> np.ndarray:
+    """Per-channel ``(x - median) / robust_std`` over the block, float32.
+
+    Where the robust scale is 0 (coarsely quantised data, mostly one value) the plain
+    standard deviation is used; constant channels come out as zeros, not infinities.
+    """
+    x = _as_block(data)
+    med, scale = robust_location_scale(x, method, axis=1)
+    if np.any(scale <= 0):
+        scale = np.where(scale > 0, scale, x.std(axis=1))
+    safe = np.where(scale > 0, scale, np.inf).astype(np.float32)
+    return ((x - med[:, None]) / safe[:, None]).astype(np.float32)
+
+
+def static_mask(nchan: int, channels: Iterable[int]) -> np.ndarray:
+    """Boolean mask ``[nchan]`` (True = bad) from channel indices (negative ones count back)."""
+    mask = np.zeros(nchan, dtype=bool)
+    for ch in channels:
+        if not -nchan <= int(ch) < nchan:
+            raise ParameterError(f"masked channel {ch} is outside 0..{nchan - 1}")
+        mask[int(ch)] = True
+    return mask
+
+
+def channel_statistics(data: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-channel statistics used by :func:`auto_mask` (each ``[nchan]``, float64).
+
+    ``std`` and ``mean`` of the raw samples; ``kurtosis``: excess kurtosis of each channel's
+    samples over time (0 for Gaussian noise; large for impulsive RFI, negative for a
+    sinusoid); ``sk``: the spectral-kurtosis estimator ``(M+1)/(M-1) (M S2/S1^2 - 1)``
+    (Nita & Gary 2010), which is ~1/N for a channel that integrates N Gaussian samples.
+    """
+    x = _as_block(data).astype(np.float64)
+    m = x.shape[1]
+    mean = x.mean(axis=1)
+    dev = x - mean[:, None]
+    var = (dev**2).mean(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kurt = np.where(var > 0, (dev**4).mean(axis=1) / var**2 - 3.0, 0.0)
+        s1, s2 = x.sum(axis=1), (x**2).sum(axis=1)
+        sk = np.where(s1 != 0, (m + 1.0) / (m - 1.0) * (m * s2 / s1**2 - 1.0), 0.0)
+    return {"mean": mean, "std": np.sqrt(var), "kurtosis": kurt, "sk": sk}
+
+
+def iqr_outliers(values: np.ndarray, threshold: float = 3.0) -> np.ndarray:
+    """True where ``values`` lie more than ``threshold`` robust sigmas (IQR) from the median."""
+    values = np.asarray(values, dtype=np.float64)
+    q25, med, q75 = np.percentile(values, [25.0, 50.0, 75.0])
+    scale = IQR_TO_STD * (q75 - q25)
+    if scale <= 0:
+        return values != med
+    return np.abs(values - med) > threshold * scale
+
+
+#: Channel statistics :func:`auto_mask` tests by default. ``mean`` and ``sk`` depend on the
+#: offset and scaling a backend applied (8-bit data is often equalised to mean 128), so they
+#: are opt-in.
+DEFAULT_MASK_STATS: tuple[str, ...] = ("std", "kurtosis")
+
+
+def auto_mask(
+    data: np.ndarray, threshold: float = 5.0, stats: Iterable[str] = DEFAULT_MASK_STATS
+) -> np.ndarray:
+    """Bad channels ``[nchan]`` from channel statistics (True = bad).
+
+    A channel is bad when it is constant, or when one of ``stats`` (names from
+    :func:`channel_statistics`: ``std``, ``kurtosis``, ``sk``, ``mean``) is an outlier across
+    channels by more than ``threshold`` robust (IQR) sigmas.
+    """
+    if not threshold > 0:
+        raise ParameterError(f"mask threshold {threshold} must be positive")
+    values = channel_statistics(data)
+    unknown = sorted(set(stats) - set(values))
+    if unknown:
+        raise ParameterError(f"unknown channel statistic(s) {unknown}; use {sorted(values)}")
+    bad = values["std"] == 0
+    for name in stats:
+        bad |= iqr_outliers(values[name], threshold)
+    return bad
+
+
+def apply_mask(data: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """Copy of ``data`` with masked channels set to 0 (use on normalised data)."""
+    x = _as_block(data).copy()
+    if mask is not None:
+        x[_check_mask(mask, x.shape[0])] = 0
+    return x
+
+
+def zero_dm_subtract(data: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Subtract the mean over unmasked channels from every sample (Eatough et al. 2009).
+
+    Removes broadband, undispersed signals (and some of a burst at very low DM).
+    """
+    x = _as_block(data)
+    good = ~_check_mask(mask, x.shape[0]) if mask is not None else np.ones(x.shape[0], bool)
+    if not good.any():
+        return x.copy()
+    out = x - x[good].mean(axis=0, keepdims=True)
+    out[~good] = 0
+    return out.astype(np.float32)
+
+
+def decimate_time(data: np.ndarray, header: Header, factor: int) -> tuple[np.ndarray, Header]:
+    """Average ``factor`` consecutive samples; drop the remainder. Returns data and header.
+
+    The new header has ``tsamp * factor`` and ``nsamples // factor``; ``tstart`` stays, so
+    new sample ``i`` starts at old sample ``i * factor``.
+    """
+    x = _as_block(data)
+    factor = _check_factor(factor, x.shape[1], "time")
+    n = x.shape[1] // factor
+    out = x[:, : n * factor].reshape(x.shape[0], n, factor).mean(axis=2, dtype=np.float64)
+    new = header.replace(tsamp=header.tsamp * factor, nsamples=header.nsamples // factor)
+    return out.astype(np.float32), new
+
+
+def decimate_frequency(data: np.ndarray, header: Header, factor: int) -> tuple[np.ndarray, Header]:
+    """Average groups of ``factor`` adjacent channels (remainder dropped).
+
+    The new header has ``nchans // factor`` channels of width ``foff * factor`` centred on
+    the mean frequency of each group, in the same order as the input.
+    """
+    x = _as_block(data)
+    if x.shape[0] != header.nchans:
+        raise ParameterError(f"data has {x.shape[0]} channels, header {header.nchans}")
+    factor = _check_factor(factor, x.shape[0], "frequency")
+    n = x.shape[0] // factor
+    out = x[: n * factor].reshape(n, factor, x.shape[1]).mean(axis=1, dtype=np.float64)
+    fch1 = header.fch1 + header.foff * (factor - 1) / 2.0
+    new = header.replace(nchans=n, foff=header.foff * factor, fch1=fch1)
+    return out.astype(np.float32), new
+
+
+def decimate_mask(mask: np.ndarray, factor: int) -> np.ndarray:
+    """Mask of frequency-decimated channels: a group is bad when all its channels are bad."""
+    mask = np.asarray(mask, dtype=bool)
+    n = mask.size // factor
+    return mask[: n * factor].reshape(n, factor).all(axis=1)
+
+
+def preprocess_block(
+    data: np.ndarray,
+    *,
+    method: NormMethod = "mad",
+    mask: np.ndarray | None = None,
+    auto: bool = True,
+    threshold: float = 5.0,
+    zero_dm: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Normalise, mask (static ``mask`` or'ed with :func:`auto_mask`), optionally zero-DM.
+
+    Returns the float32 block and the final channel mask (True = bad).
+    """
+    x = _as_block(data)
+    bad = np.zeros(x.shape[0], bool) if mask is None else _check_mask(mask, x.shape[0]).copy()
+    if auto:
+        bad |= auto_mask(x, threshold)
+    out = apply_mask(normalise_channels(x, method), bad)
+    if zero_dm:
+        out = zero_dm_subtract(out, bad)
+    return out, bad
+
+
+def _as_block(data: np.ndarray) -> np.ndarray:
+    x = np.asarray(data)
+    if x.ndim != 2 or x.shape[1] == 0:
+        raise ParameterError(f"expected a block [nchan, nt] with nt > 0, got shape {x.shape}")
+    return x.astype(np.float32, copy=False)
+
+
+def _check_mask(mask: np.ndarray, nchan: int) -> np.ndarray:
+    mask = np.asarray(mask, dtype=bool)
+    if mask.shape != (nchan,):
+        raise ParameterError(f"channel mask of shape {mask.shape} does not fit {nchan} channels")
+    return mask
+
+
+def _check_factor(factor: int, length: int, axis: str) -> int:
+    factor = int(factor)
+    if factor < 1 or factor > length:
+        raise ParameterError(f"{axis} decimation factor {factor} must be in 1..{length}")
+    return factor

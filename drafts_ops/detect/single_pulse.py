@@ -1,0 +1,249 @@
+"""Classical single-pulse search on DM–time data (Heimdall's stages).
+
+baseline removal → robust noise per DM trial → boxcar matched filter over geometric widths
+→ threshold → "giants" (one peak per run of samples above threshold per DM trial).
+
+S/N follows the Heimdall / PRESTO convention: for a boxcar of ``w`` samples on a series
+with baseline 0 and noise ``sigma`` per sample, ``S/N = sum / (sigma * sqrt(w))``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+
+import numpy as np
+
+from drafts_ops.atomic import atomic_path
+from drafts_ops.detect.kernels import boxcar_best, run_peaks
+from drafts_ops.detect.preprocess import NormMethod, robust_location_scale
+from drafts_ops.errors import ObservationError, ParameterError
+
+
+def boxcar_widths(max_width: int) -> np.ndarray:
+    """Geometric boxcar widths 1, 2, 4, ... up to ``max_width`` samples (int64)."""
+    if int(max_width) < 1:
+        raise ParameterError(f"maximum boxcar width {max_width} must be >= 1 sample")
+    return 2 ** np.arange(int(np.log2(int(max_width))) + 1, dtype=np.int64)
+
+
+def remove_baseline(series: np.ndarray, window: int) -> np.ndarray:
+    """Subtract a running median of about ``window`` samples from each row (float32).
+
+    The running median is approximated by the medians of consecutive segments of
+    ``window`` samples, linearly interpolated between segment centres (flat beyond the
+    first and last centre): cheap, and robust against the pulses it must not remove.
+    """
+    x = _as_series(series)
+    window = int(window)
+    if window < 1:
+        raise ParameterError(f"baseline window {window} must be >= 1 sample")
+    nt = x.shape[1]
+    nseg = max(1, nt // window)
+    edges = np.linspace(0, nt, nseg + 1).astype(np.int64)
+    medians = np.stack([np.median(x[:, a:b], axis=1) for a, b in pairwise(edges)], axis=1)
+    if nseg == 1:
+        return (x - medians).astype(np.float32)
+    centres = 0.5 * (edges[:-1] + edges[1:] - 1)
+    t = np.clip(np.arange(nt, dtype=np.float64), centres[0], centres[-1])
+    right = np.clip(np.searchsorted(centres, t, side="right"), 1, nseg - 1)
+    frac = (t - centres[right - 1]) / (centres[right] - centres[right - 1])
+    baseline = medians[:, right - 1] * (1.0 - frac) + medians[:, right] * frac
+    return (x - baseline).astype(np.float32)
+
+
+def normalise_series(series: np.ndarray, method: NormMethod = "mad") -> np.ndarray:
+    """Divide each row by its robust noise (MAD or IQR); constant rows become zeros."""
+    x = _as_series(series)
+    _, sigma = robust_location_scale(x, method, axis=1)
+    safe = np.where(sigma > 0, sigma, np.inf).astype(np.float32)
+    return (x / safe[:, None]).astype(np.float32)
+
+
+def boxcar_snr(series: np.ndarray, widths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Best S/N and its width (samples) per (DM, sample) for unit-noise, zero-baseline rows.
+
+    The boxcar of width ``w`` reported at sample ``t`` covers ``[t - w // 2, t - w // 2 + w)``;
+    where no boxcar fits the S/N is ``-inf``.
+    """
+    x = np.ascontiguousarray(_as_series(series))
+    widths = np.ascontiguousarray(widths, dtype=np.int64)
+    if widths.size == 0 or widths.min() < 1 or widths.max() > x.shape[1]:
+        raise ParameterError(f"boxcar widths {widths} must lie in 1..{x.shape[1]} samples")
+    snr = np.empty(x.shape, np.float32)
+    width = np.empty(x.shape, np.int32)
+    boxcar_best(x, widths, snr, width)
+    return snr, width
+
+
+@dataclass(frozen=True, eq=False)
+class Giants:
+    """Threshold crossings: one per run of samples above threshold per DM trial.
+
+    Attributes (all ``[n]``): ``dm_index`` (trial index), ``sample`` (arrival at the top of
+    the band, samples from the first sample of the file), ``width`` (boxcar, samples),
+    ``snr``, and ``score`` (neural-detector score; NaN for boxcar giants).
+    """
+
+    dm_index: np.ndarray = field(repr=False)
+    sample: np.ndarray = field(repr=False)
+    width: np.ndarray = field(repr=False)
+    snr: np.ndarray = field(repr=False)
+    score: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.score is None:
+            object.__setattr__(self, "score", np.full(self.snr.shape, np.nan, np.float32))
+        arrays = (self.dm_index, self.sample, self.width, self.snr, self.score)
+        sizes = {a.shape for a in arrays}
+        if len(sizes) != 1 or len(next(iter(sizes))) != 1:
+            raise ParameterError(f"giant arrays must be 1-D and equally long, got {sizes}")
+
+    def __len__(self) -> int:
+        return int(self.snr.size)
+
+    def select(self, keep: np.ndarray) -> Giants:
+        """The giants where boolean ``keep`` is True."""
+        return Giants(*(getattr(self, n)[keep] for n in _GIANT_FIELDS))
+
+    @classmethod
+    def empty(cls) -> Giants:
+        return cls(np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int32),
+                   np.empty(0, np.float32))  # fmt: skip
+
+    @classmethod
+    def concatenate(cls, parts: list[Giants]) -> Giants:
+        """All giants of several blocks in one record."""
+        if not parts:
+            return cls.empty()
+        return cls(*(np.concatenate([getattr(p, n) for p in parts]) for n in _GIANT_FIELDS))
+
+    def save(self, path: str | Path) -> Path:
+        """Write to ``.npz`` atomically."""
+        with atomic_path(path) as tmp, tmp.open("wb") as fh:
+            np.savez(fh, **{n: getattr(self, n) for n in _GIANT_FIELDS})
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Giants:
+        """Read a file written by :meth:`save`."""
+        try:
+            with np.load(path) as npz:
+                return cls(*(npz[n] for n in _GIANT_FIELDS))
+        except (OSError, KeyError, ValueError) as err:
+            raise ObservationError(path, f"not a giants file: {err}") from None
+
+
+_GIANT_FIELDS = ("dm_index", "sample", "width", "snr", "score")
+
+
+def block_snr(
+    dm_time: np.ndarray,
+    *,
+    max_width: int = 32,
+    baseline_window: int = 1024,
+    method: NormMethod = "mad",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Baseline-removed, noise-normalised boxcar search of a block ``[ndm, nt]``.
+
+    Returns the best S/N and its width (samples) per (DM, sample); see :func:`boxcar_snr`.
+    """
+    x = normalise_series(remove_baseline(dm_time, baseline_window), method)
+    return boxcar_snr(x, boxcar_widths(min(max_width, x.shape[1])))
+
+
+def find_giants(
+    dm_time: np.ndarray,
+    *,
+    threshold: float = 6.5,
+    max_width: int = 32,
+    baseline_window: int = 1024,
+    method: NormMethod = "mad",
+    sample_offset: int = 0,
+    keep: tuple[int, int] | None = None,
+) -> Giants:
+    """Classical search of one dedispersed block ``[ndm, nt]``.
+
+    Parameters
+    ----------
+    dm_time
+        Dedispersed series, one row per DM trial.
+    threshold
+        S/N threshold (Heimdall convention).
+    max_width
+        Widest boxcar, samples; widths are 1, 2, 4, ... up to it.
+    baseline_window
+        Running-median window for baseline removal, samples.
+    method
+        Robust noise estimator, ``"mad"`` or ``"iqr"``.
+    sample_offset
+        File sample of column 0 (added to the reported samples).
+    keep
+        Report only giants with column index in ``[keep[0], keep[1])`` (the block's own
+        samples when blocks are padded); default all.
+    """
+    snr, width = block_snr(
+        dm_time, max_width=max_width, baseline_window=baseline_window, method=method
+    )
+    return giants_above(snr, width, threshold, sample_offset=sample_offset, keep=keep)
+
+
+def giants_above(
+    snr: np.ndarray,
+    width: np.ndarray,
+    threshold: float,
+    *,
+    sample_offset: int = 0,
+    keep: tuple[int, int] | None = None,
+) -> Giants:
+    """Giants of :func:`block_snr` output: the peak of each run above ``threshold``."""
+    lo, hi = keep if keep is not None else (0, snr.shape[1])
+    dms, samples = run_peaks(snr, np.float32(threshold), int(lo), int(hi))
+    return Giants(
+        dms.astype(np.int32),
+        samples + int(sample_offset),
+        width[dms, samples].astype(np.int32),
+        snr[dms, samples].astype(np.float32),
+    )
+
+
+def giants_at(
+    snr: np.ndarray,
+    width: np.ndarray,
+    dm_index: np.ndarray,
+    sample: np.ndarray,
+    score: np.ndarray,
+    *,
+    sample_offset: int = 0,
+    radius: int = 2,
+) -> Giants:
+    """Giants at given (fractional) positions, e.g. neural-detector peaks.
+
+    Each takes the best boxcar S/N within ``radius`` samples and one DM trial of its
+    position (``snr``, ``width`` from :func:`block_snr`), and carries its ``score``.
+    """
+    ndm, nt = snr.shape
+    rows = np.clip(np.rint(np.asarray(dm_index, np.float64)).astype(np.int64), 0, ndm - 1)
+    cols = np.clip(np.rint(np.asarray(sample, np.float64)).astype(np.int64), 0, nt - 1)
+    best_d, best_t = rows.copy(), cols.copy()
+    for i, (d0, t0) in enumerate(zip(rows, cols, strict=True)):
+        d_lo, t_lo = max(d0 - 1, 0), max(t0 - radius, 0)
+        patch = snr[d_lo : d0 + 2, t_lo : t0 + radius + 1]
+        dd, tt = np.unravel_index(int(np.argmax(patch)), patch.shape)
+        best_d[i], best_t[i] = d_lo + dd, t_lo + tt
+    best = snr[best_d, best_t]
+    return Giants(
+        best_d.astype(np.int32),
+        best_t + int(sample_offset),
+        np.maximum(width[best_d, best_t], 1).astype(np.int32),
+        np.where(np.isfinite(best), best, 0.0).astype(np.float32),
+        np.asarray(score, np.float32),
+    )
+
+
+def _as_series(series: np.ndarray) -> np.ndarray:
+    x = np.asarray(series)
+    if x.ndim != 2 or x.shape[1] == 0:
+        raise ParameterError(f"expected DM-time data [ndm, nt] with nt > 0, got {x.shape}")
+    return x.astype(np.float32, copy=False)

@@ -1,0 +1,78 @@
+"""Friends-of-friends clustering: one candidate per burst, also across block edges."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from drafts_ops.dedisp.plan import DMPlan
+from drafts_ops.dedisp.reference import dedisperse_reference
+from drafts_ops.detect.cluster import ClusterLinks, cluster_giants, merge_blocks
+from drafts_ops.detect.single_pulse import Giants, find_giants
+
+
+def _giants(rows):
+    dm, sample, width, snr = (np.array(col) for col in zip(*rows, strict=True))
+    return Giants(dm.astype(np.int32), sample.astype(np.int64), width.astype(np.int32),
+                  snr.astype(np.float32))  # fmt: skip
+
+
+def test_two_groups_give_two_heads():
+    g = _giants([
+        (10, 1000, 2, 8.0), (11, 1001, 2, 12.0), (12, 1003, 4, 9.0), (13, 1005, 4, 7.0),
+        (80, 1002, 1, 6.6),  # same time, far in DM: another cluster
+        (11, 3000, 2, 7.5),
+    ])  # fmt: skip
+    c = cluster_giants(g, ClusterLinks(time_link=4, dm_link=5, width_link=2))
+    assert len(c) == 3
+    assert c.heads.snr.tolist() == [12.0, 7.5, 6.599999904632568]  # brightest first
+    assert c.heads.sample.tolist() == [1001, 3000, 1002]
+    assert c.members.tolist() == [4, 1, 1]
+    assert (c.first_sample[0], c.last_sample[0]) == (1000, 1005)
+
+
+def test_width_link_separates_very_different_widths():
+    g = _giants([(5, 100, 1, 9.0), (5, 104, 64, 8.0)])
+    assert len(cluster_giants(g, ClusterLinks(time_link=8, dm_link=2, width_link=3))) == 2
+    assert len(cluster_giants(g, ClusterLinks(time_link=8, dm_link=2, width_link=6))) == 1
+
+
+def test_empty():
+    c = cluster_giants(Giants.empty())
+    assert len(c) == 0
+
+
+def test_dispersed_bursts_give_one_candidate_each(rng):
+    freqs = 1500.0 - 4.0 * np.arange(64.0)  # 256 MHz band
+    plan = DMPlan.build(np.arange(0.0, 300.0, 2.0), freqs, 1e-3)
+    data = rng.normal(size=(64, 3000)).astype(np.float32)
+    truth = [(150.0, 700), (40.0, 1800)]
+    for dm, at in truth:
+        delays = plan.delays[plan.nearest_trial(dm)]
+        for c, d in enumerate(delays):
+            data[c, at + d : at + d + 3] += 1.5
+    dmt = dedisperse_reference(data, plan.delays)
+    clusters = cluster_giants(find_giants(dmt, threshold=6.5, max_width=16))
+    assert len(clusters) == 2
+    order = np.argsort(clusters.heads.sample)
+    for (dm, at), i in zip(truth, order, strict=True):
+        assert abs(int(clusters.heads.sample[i]) - (at + 1)) <= 1  # boxcar centre of 3 samples
+        assert abs(plan.dms[clusters.heads.dm_index[i]] - dm) <= 4
+
+
+def test_burst_across_block_edge_merges_to_one(rng):
+    """Giants of one bow-tie split between two blocks still make one candidate."""
+    freqs = 1500.0 - 4.0 * np.arange(64.0)  # 256 MHz band
+    plan = DMPlan.build(np.arange(0.0, 300.0, 2.0), freqs, 1e-3)
+    data = rng.normal(size=(64, 3000)).astype(np.float32)
+    delays = plan.delays[plan.nearest_trial(150.0)]
+    for c, d in enumerate(delays):
+        data[c, 1500 + d : 1500 + d + 3] += 2.0
+    dmt = dedisperse_reference(data, plan.delays)
+    whole = cluster_giants(find_giants(dmt, max_width=16))
+    left = find_giants(dmt, max_width=16, keep=(0, 1501))
+    right = find_giants(dmt, max_width=16, keep=(1501, dmt.shape[1]))
+    assert len(left) > 0 and len(right) > 0  # the edge cuts through the bow-tie
+    merged = merge_blocks([left, right])
+    assert len(whole) == len(merged) == 1
+    assert merged.heads.sample[0] == whole.heads.sample[0]
+    assert merged.members[0] == whole.members[0]

@@ -1,0 +1,119 @@
+"""Preprocessing: robust normalisation, channel masks, zero-DM, decimation (by value)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from drafts_ops.detect.preprocess import (
+    auto_mask,
+    channel_statistics,
+    decimate_frequency,
+    decimate_mask,
+    decimate_time,
+    normalise_channels,
+    preprocess_block,
+    static_mask,
+    zero_dm_subtract,
+)
+from drafts_ops.errors import ParameterError
+from drafts_ops.io.header import Header
+
+HEADER = Header(nchans=8, fch1=1500.0, foff=-1.0, tsamp=1e-3, nbits=8, nsamples=100)
+
+
+def _noise(rng, nchan=64, nt=4000):
+    # per-channel offsets and gains, as a bandpass gives
+    gains = rng.uniform(2.0, 20.0, nchan)[:, None]
+    return (100.0 + 10.0 * np.arange(nchan)[:, None] + gains * rng.normal(size=(nchan, nt))).astype(
+        np.float32
+    )
+
+
+@pytest.mark.parametrize("method", ["mad", "iqr"])
+def test_normalise_channels_gives_zero_median_unit_robust_std(rng, method):
+    data = _noise(rng)
+    out = normalise_channels(data, method)
+    assert out.dtype == np.float32 and out.shape == data.shape
+    np.testing.assert_allclose(np.median(out, axis=1), 0.0, atol=1e-5)
+    mad = 1.4826 * np.median(np.abs(out - np.median(out, axis=1, keepdims=True)), axis=1)
+    np.testing.assert_allclose(mad, 1.0, atol=0.06)
+    np.testing.assert_allclose(out.std(axis=1), 1.0, atol=0.06)
+
+
+def test_normalise_constant_channel_is_zero(rng):
+    data = _noise(rng, 4, 100)
+    data[2] = 7.0
+    out = normalise_channels(data)
+    assert np.all(out[2] == 0) and np.isfinite(out).all()
+
+
+def test_normalise_coarse_data_falls_back_to_std():
+    data = np.zeros((2, 1000), np.float32)
+    data[:, ::50] = 1.0  # MAD is 0, the standard deviation is not
+    out = normalise_channels(data)
+    np.testing.assert_allclose(out[0, 0], 1.0 / data[0].std(), rtol=1e-5)
+
+
+def test_static_mask():
+    mask = static_mask(8, [0, 3, -1])
+    assert mask.tolist() == [True, False, False, True, False, False, False, True]
+    with pytest.raises(ParameterError):
+        static_mask(8, [8])
+
+
+def test_auto_mask_finds_noisy_and_impulsive_channels(rng):
+    data = rng.normal(128.0, 18.0, size=(64, 4000)).astype(np.float32)
+    data[5] *= 3.0  # a channel with three times the noise
+    data[40, rng.integers(0, 4000, 40)] += 400.0  # impulsive RFI in one channel
+    data[50] = 128.0  # dead channel
+    bad = auto_mask(data)
+    assert set(np.flatnonzero(bad)) == {5, 40, 50}
+    stats = channel_statistics(data)
+    assert stats["kurtosis"][40] > 10 and abs(stats["kurtosis"][0]) < 0.5
+
+
+def test_preprocess_block_masks_bad_channel(rng):
+    data = rng.normal(128.0, 18.0, size=(32, 2000)).astype(np.float32)
+    data[7] *= 5.0
+    out, bad = preprocess_block(data, mask=static_mask(32, [3]))
+    assert np.flatnonzero(bad).tolist() == [3, 7]
+    assert np.all(out[[3, 7]] == 0)
+    assert abs(np.median(out[0])) < 1e-5
+
+
+def test_zero_dm_removes_broadband_signal(rng):
+    data = rng.normal(size=(16, 500)).astype(np.float32)
+    broadband = 5.0 * np.sin(np.arange(500) / 10.0)
+    mask = static_mask(16, [2])
+    out = zero_dm_subtract(data + broadband, mask)
+    expected = data - data[~mask].mean(axis=0)
+    expected[2] = 0
+    np.testing.assert_allclose(out, expected, atol=1e-4)
+
+
+def test_decimate_time_values_and_header():
+    data = np.arange(8 * 10, dtype=np.float32).reshape(8, 10)
+    out, header = decimate_time(data, HEADER, 3)
+    np.testing.assert_allclose(out, data[:, :9].reshape(8, 3, 3).mean(axis=2))
+    assert header.tsamp == pytest.approx(3e-3) and header.nsamples == 33
+
+
+def test_decimate_frequency_values_and_header():
+    data = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
+    out, header = decimate_frequency(data, HEADER, 2)
+    np.testing.assert_allclose(out, data.reshape(4, 2, 4).mean(axis=1))
+    assert header.nchans == 4 and header.foff == -2.0 and header.fch1 == 1499.5
+    np.testing.assert_allclose(header.chan_freqs, HEADER.chan_freqs.reshape(4, 2).mean(axis=1))
+    assert decimate_mask(np.array([1, 1, 1, 0, 0, 0, 1, 0], bool), 2).tolist() == [
+        True, False, False, False,
+    ]  # fmt: skip
+
+
+def test_bad_input_raises():
+    with pytest.raises(ParameterError):
+        normalise_channels(np.zeros(5))
+    with pytest.raises(ParameterError):
+        decimate_time(np.zeros((8, 10)), HEADER, 0)
+    with pytest.raises(ParameterError):
+        auto_mask(np.ones((4, 10)), stats=("nonsense",))

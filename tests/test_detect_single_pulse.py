@@ -1,0 +1,108 @@
+"""Boxcar search: kernels against numpy by value, Heimdall S/N of injected pulses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from drafts_ops.detect import kernels
+from drafts_ops.detect.single_pulse import (
+    Giants,
+    boxcar_snr,
+    boxcar_widths,
+    find_giants,
+    normalise_series,
+    remove_baseline,
+)
+from drafts_ops.errors import ObservationError, ParameterError
+
+
+def _reference_boxcar(series, widths):
+    """Numpy: best sum/sqrt(w) over widths, boxcar [t - w//2, t - w//2 + w)."""
+    ndm, nt = series.shape
+    best = np.full((ndm, nt), -np.inf)
+    best_w = np.zeros((ndm, nt), np.int32)
+    for w in widths:
+        sums = np.stack([np.convolve(row, np.ones(w), mode="valid") for row in series])
+        snr = np.full((ndm, nt), -np.inf)
+        snr[:, w // 2 : w // 2 + nt - w + 1] = sums / np.sqrt(w)
+        better = snr > best
+        best[better], best_w[better] = snr[better], w
+    return best, best_w
+
+
+def test_boxcar_widths_are_geometric():
+    assert boxcar_widths(1).tolist() == [1]
+    assert boxcar_widths(40).tolist() == [1, 2, 4, 8, 16, 32]
+    with pytest.raises(ParameterError):
+        boxcar_widths(0)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_boxcar_kernel_matches_numpy(rng, compiled):
+    series = rng.normal(size=(5, 97)).astype(np.float32)
+    widths = np.array([1, 2, 4, 8, 16], np.int64)
+    expected, expected_w = _reference_boxcar(series.astype(np.float64), widths)
+    if compiled:
+        snr, width = boxcar_snr(series, widths)
+    else:
+        snr = np.empty(series.shape, np.float32)
+        width = np.empty(series.shape, np.int32)
+        kernels.boxcar_best.py_func(series, widths, snr, width)
+    np.testing.assert_allclose(snr, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(width, expected_w)
+
+
+@pytest.mark.parametrize("width", [1, 4, 16])
+def test_injected_boxcar_snr_follows_heimdall_convention(rng, width):
+    """Amplitude A over w samples in unit noise: S/N = A w / sqrt(w) = A sqrt(w)."""
+    amplitude = 12.0 / np.sqrt(width)  # expected S/N 12 at every width
+    ndm, nt, at = 64, 4096, 2000
+    series = rng.normal(size=(ndm, nt)).astype(np.float32)
+    series[:, at - width // 2 : at - width // 2 + width] += amplitude
+    giants = find_giants(series, threshold=6.0, max_width=64, baseline_window=512)
+    assert len(giants) >= ndm
+    near = np.flatnonzero(np.abs(giants.sample - at) <= width)
+    # the brightest giant of each row near the pulse (noise can split a run in two)
+    order = near[np.lexsort((-giants.snr[near], giants.dm_index[near]))]
+    rows, first = np.unique(giants.dm_index[order], return_index=True)
+    assert rows.size == ndm
+    peak, best = giants.snr[order[first]], giants.width[order[first]]
+    # mean over 64 noise realisations; the max over shifts and widths biases up slightly
+    assert np.mean(peak) == pytest.approx(12.0, rel=0.06)
+    values, counts = np.unique(best, return_counts=True)
+    assert values[np.argmax(counts)] == width
+
+
+def test_pure_noise_has_few_giants(rng):
+    series = rng.normal(size=(50, 4096)).astype(np.float32)
+    giants = find_giants(series, threshold=6.5, max_width=32)
+    assert len(giants) <= 2  # ~50 x 4096 x 6 widths trials at 6.5 sigma
+
+
+def test_baseline_and_noise_are_removed(rng):
+    nt = 8192
+    ramp = np.linspace(0.0, 40.0, nt) + 10.0 * np.sin(np.arange(nt) / 900.0)
+    series = (3.0 * rng.normal(size=(3, nt)) + ramp).astype(np.float32)
+    flat = normalise_series(remove_baseline(series, 512))
+    assert abs(float(np.median(flat))) < 0.05
+    assert flat.std() == pytest.approx(1.0, abs=0.05)
+
+
+def test_keep_window_and_offset(rng):
+    series = rng.normal(size=(4, 1000)).astype(np.float32)
+    series[:, 100] += 20.0
+    series[:, 700] += 20.0
+    giants = find_giants(series, threshold=8.0, max_width=4, sample_offset=5000, keep=(500, 1000))
+    assert set(giants.sample.tolist()) == {5700}
+
+
+def test_giants_save_load(tmp_path, rng):
+    g = Giants(np.array([1, 2], np.int32), np.array([10, 20]), np.array([1, 4], np.int32),
+               np.array([7.0, 9.5], np.float32))  # fmt: skip
+    back = Giants.load(g.save(tmp_path / "g.npz"))
+    for name in ("dm_index", "sample", "width", "snr"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(g, name))
+    (tmp_path / "bad.npz").write_text("nope")
+    with pytest.raises(ObservationError):
+        Giants.load(tmp_path / "bad.npz")
