@@ -29,6 +29,9 @@ def model_card(manifest: dict, ev: Evaluation) -> str:
     """The model card text."""
     ranges = data.BURST_RANGES
     at8 = summary_at_8(ev)
+    models = manifest["models"]
+    det_pool = models.get("detector.onnx", {}).get("pool_size", "?")
+    clf_pool = models.get("classifier.onnx", {}).get("pool_size", "?")
     return f"""# drafts-ops neural models
 
 Two small networks in the style of DRAFTS (Zhang et al. 2024), trained with PyTorch on
@@ -64,27 +67,33 @@ below (also in `manifest.json`) and raise `ModelError` for a missing or corrupt 
 
 ## Training data (drafts_ops/ml/data.py)
 
-Seeded simulation, {data.NCHAN} channels, top of band 1.1-1.7 GHz, 15-30% fractional
-bandwidth, sampling 0.3-1.5 ms, unit Gaussian noise.
+Seeded blocks from the project simulator (`drafts_ops.simulate`, 32-bit samples, smooth
+bandpass, Gaussian noise): {data.NCHAN} channels, top of band 1.1-1.7 GHz, 15-30%
+fractional bandwidth, sampling 0.3-1.5 ms. Each block is cleaned as the search does
+(`drafts_ops.detect.preprocess.preprocess_block`: per-channel median/MAD normalisation
+and automatic channel masking) before dedispersion or cutting out.
 
-* bursts: S/N {ranges["snr"][0]:g}-{ranges["snr"][1]:g} (6 + exponential of mean 7;
-  ideal matched-filter S/N of the dedispersed band sum); intrinsic FWHM
+* bursts: simulator S/N {ranges["snr"][0]:g}-{ranges["snr"][1]:g} (6 + exponential of
+  mean 7, capped; best dedispersed boxcar, Heimdall convention); intrinsic FWHM
   {ranges["width_samples"][0]:g}-{ranges["width_samples"][1]:g} samples (log-uniform);
-  scattering none (50%) or 0.5-16 samples at the top of the band, scaling as f^-4;
-  spectral index -4..4, 40% band-limited (Gaussian envelope); DM 30-1000 pc cm^-3
-  (classifier) or 10-90% of a 150-1200 pc cm^-3 DM range (detector); in-channel
-  smearing included.
-* RFI (negatives and confusers): persistent narrow-band channels, impulsive broadband
-  zero-DM bursts, drifting narrow-band lines; and pure noise.
-* detector: 1500 DM-time blocks (48-256 uniform DM trials from 0, reference
-  dedisperser), 0-2 bursts each, each RFI kind with probability 1/4; random 128-column
-  crops; focal loss on Gaussian heatmaps (sigma 1 cell) + L1 offset loss.
-* classifier: 2500 candidate cutouts (50% bursts at a search's jittered DM / time /
-  width; 50% noise, narrow-band, impulsive and drifting RFI triggers) made with
-  `drafts_ops.detect.cutouts`; binary cross-entropy.
+  scattering none (50%) or {ranges["scattering_samples"][0]:g}-{ranges["scattering_samples"][1]:g}
+  samples at the top of the band (f^-4); spectral index
+  {ranges["spectral_index"][0]:g}..{ranges["spectral_index"][1]:g}, 40% band-limited
+  (Gaussian envelope); DM {ranges["dm"][0]:g}-{ranges["dm"][1]:g} pc cm^-3 (classifier)
+  or 10-90% of a 150-1200 pc cm^-3 DM range (detector).
+* RFI (negatives and confusers), the simulator's three kinds: persistent narrow-band
+  channels (1-3, 2-20 sigma), impulsive broadband zero-DM pulses (1-3, 1-8 sigma per
+  channel, 0.5-5 ms), drifting narrow-band signals (3-12 sigma); and pure noise.
+* detector: {det_pool} DM-time blocks of 192 columns, DM trials from 0 by the tolerance
+  rule (half) or 48-256 uniform steps (half), reference dedisperser; 0-2 bursts per
+  block, each RFI kind with probability 1/4; random 128-column crops; CenterNet focal
+  loss on Gaussian heatmaps (sigma 1 cell) + L1 offset loss.
+* classifier: {clf_pool} candidate cutouts from `drafts_ops.detect.cutouts` (50% bursts
+  at a search's jittered DM / time / width; 50% noise, persistent, impulsive and
+  drifting RFI triggers); binary cross-entropy.
 * AdamW (lr 3e-3, one-cycle), batch 16 (detector) / 32 (classifier), one CPU thread.
   Reproduce with `drafts train detector` and `drafts train classifier`
-  (`--seed`, `--steps`; `--evaluate` rewrites this card).
+  (`--seed`, `--steps`, `--pool`; `--evaluate` rewrites this card).
 
 {_training_table(manifest)}
 

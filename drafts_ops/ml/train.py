@@ -123,13 +123,13 @@ def _crop(torch, tensor, idx: np.ndarray, starts: np.ndarray, width: int):
 
 
 def train_detector(
-    steps: int = 2000,
+    steps: int = 1200,
     seed: int = 0,
     out: str | Path = "models",
     device: str = "cpu",
     *,
     batch_size: int = 16,
-    pool_size: int = 1500,
+    pool_size: int = 800,
     log: Callable[[str], None] = print,
 ) -> TrainResult:
     """Train the DM-time detector and export ``out/detector.onnx`` (+ manifest entry)."""
@@ -178,6 +178,7 @@ def train_detector(
     return _finish(
         "detector",
         path,
+        pool_size=n,
         net=net,
         steps=steps,
         seed=seed,
@@ -189,13 +190,13 @@ def train_detector(
 
 
 def train_classifier(
-    steps: int = 2000,
+    steps: int = 1500,
     seed: int = 0,
     out: str | Path = "models",
     device: str = "cpu",
     *,
     batch_size: int = 32,
-    pool_size: int = 2500,
+    pool_size: int = 1200,
     log: Callable[[str], None] = print,
 ) -> TrainResult:
     """Train the burst classifier and export ``out/classifier.onnx`` (+ manifest entry)."""
@@ -240,6 +241,7 @@ def train_classifier(
     return _finish(
         "classifier",
         path,
+        pool_size=len(labels),
         net=net,
         steps=steps,
         seed=seed,
@@ -250,7 +252,7 @@ def train_classifier(
     )
 
 
-def _finish(kind, path, *, net, steps, seed, t_data, t_train, loss, log) -> TrainResult:
+def _finish(kind, path, *, pool_size, net, steps, seed, t_data, t_train, loss, log) -> TrainResult:
     from drafts_ops.ml.manifest import update_manifest
 
     torch = require_torch()
@@ -259,6 +261,7 @@ def _finish(kind, path, *, net, steps, seed, t_data, t_train, loss, log) -> Trai
         path.name,
         steps=steps,
         seed=seed,
+        pool_size=pool_size,
         seconds_data=round(t_data, 1),
         seconds_train=round(t_train, 1),
         final_loss=round(float(loss), 5),
