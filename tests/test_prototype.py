@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from drafts_ops.dedisp.kernels import dedisperse_span, dedisperse_thread
+from drafts_ops.dedisp.kernels import accumulate_span, dedisperse_span, dedisperse_thread
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.dedisp.prototype import dedisperse_prototype, launch_geometry
 from drafts_ops.dedisp.reference import dedisperse_reference
@@ -60,6 +60,18 @@ def test_py_func_body_equals_reference(rng):
     dedisperse_span.py_func(data, plan.delays, span, 2, 5, 9)
     np.testing.assert_allclose(span[2, 5:9], out[2, 5:9], rtol=1e-6)
     assert np.isnan(span[2, :5]).all() and np.isnan(span[:2]).all()
+
+
+@pytest.mark.parametrize("func", [accumulate_span, accumulate_span.py_func])
+def test_accumulate_span_adds_a_channel_range(rng, func):
+    plan = _plan(9, False, dm_max=200.0, ndm=4)
+    data = rng.random((9, plan.max_delay + 50)).astype(np.float32)
+    ref = dedisperse_reference(data, plan.delays)
+    out = np.ones((4, 50), np.float32)
+    func(data, plan.delays, out, 3, 10, 30, 0, 4)
+    func(data, plan.delays, out, 3, 10, 30, 4, 9)
+    np.testing.assert_allclose(out[3, 10:30], 1 + ref[3, 10:30], rtol=1e-6)
+    assert (out[3, :10] == 1).all() and (out[:3] == 1).all()
 
 
 def test_burst_peaks_at_nearest_trial_and_sample():

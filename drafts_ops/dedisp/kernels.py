@@ -3,7 +3,8 @@
 Nothing here imports the rest of the package. Two layers:
 
 * :func:`dedisperse_span` — the core computation, ``out[d, t] = sum_c data[c, t +
-  delays[d, c]]`` for one DM row ``d`` and one span of output samples ``[t_lo, t_hi)``.
+  delays[d, c]]`` for one DM row ``d`` and one span of output samples ``[t_lo, t_hi)``
+  (:func:`accumulate_span` adds a channel range, for callers that tile channels).
   Channels outer, samples inner, so the inner loop is contiguous in memory and the CPU
   compiler vectorises it; accumulation is in the dtype of ``out`` (float32). It compiles
   for any real input dtype (``uint8`` straight from 8-bit files, ``float32``) and as a CUDA
@@ -21,7 +22,33 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
-def dedisperse_span(  # noqa: PLR0917 (numba kernels take positional arguments)
+def accumulate_span(  # noqa: PLR0917 (numba kernels take positional arguments)
+    data: np.ndarray,
+    delays: np.ndarray,
+    out: np.ndarray,
+    d: int,
+    t_lo: int,
+    t_hi: int,
+    c_lo: int,
+    c_hi: int,
+) -> None:
+    """Add channels ``c_lo <= c < c_hi`` of DM row ``d`` to ``out[d, t_lo:t_hi]``.
+
+    ``out[d, t] += sum_c data[c, t + delays[d, c]]``: the core arithmetic, for callers
+    that tile over channels (sub-bands) as well as time. Same arguments as
+    :func:`dedisperse_span`, plus the channel range.
+    """
+    n = t_hi - t_lo
+    row_out = out[d, t_lo:t_hi]
+    for c in range(c_lo, c_hi):
+        start = t_lo + delays[d, c]
+        row_in = data[c, start : start + n]
+        for k in range(n):
+            row_out[k] += row_in[k]
+
+
+@numba.njit(cache=True, nogil=True)
+def dedisperse_span(  # noqa: PLR0917
     data: np.ndarray, delays: np.ndarray, out: np.ndarray, d: int, t_lo: int, t_hi: int
 ) -> None:
     """Dedisperse DM row ``d`` for output samples ``t_lo <= t < t_hi`` into ``out``.
@@ -37,15 +64,10 @@ def dedisperse_span(  # noqa: PLR0917 (numba kernels take positional arguments)
     d, t_lo, t_hi : int
         DM row and sample span; the caller keeps them inside ``out``.
     """
-    n = t_hi - t_lo
     row_out = out[d, t_lo:t_hi]
-    for k in range(n):
+    for k in range(t_hi - t_lo):
         row_out[k] = 0
-    for c in range(data.shape[0]):
-        start = t_lo + delays[d, c]
-        row_in = data[c, start : start + n]
-        for k in range(n):
-            row_out[k] += row_in[k]
+    accumulate_span(data, delays, out, d, t_lo, t_hi, 0, data.shape[0])
 
 
 @numba.njit(cache=True, nogil=True)

@@ -40,7 +40,8 @@ def dedisperse_block(
                 "(drafts_ops.dedisp.dedisperse), which this build does not have yet; "
                 "use mode 'prototype'"
             ) from None
-        return dedisperse(data, plan, mode=mode, backend=backend)
+        options = {} if backend == "cpu" else {"backend": backend}
+        return dedisperse(data, plan, mode=mode, **options)
     raise OperatorError(f"unknown dedispersion mode {mode!r}; choose one of {', '.join(MODES)}")
 
 
