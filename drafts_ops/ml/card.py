@@ -28,7 +28,7 @@ def _training_table(manifest: dict) -> str:
 def model_card(manifest: dict, ev: Evaluation) -> str:
     """The model card text."""
     ranges = data.BURST_RANGES
-    at8 = summary_at_8(ev)
+    at8_text = ", ".join(f"{k} {v:.2f}" for k, v in summary_at_8(ev).items())
     models = manifest["models"]
     det_pool = models.get("detector.onnx", {}).get("pool_size", "?")
     clf_pool = models.get("classifier.onnx", {}).get("pool_size", "?")
@@ -101,8 +101,7 @@ and automatic channel masking) before dedispersion or cutting out.
 
 {results_markdown(ev)}
 
-Mean recall over the S/N >= 8 bins: classifier {at8["classifier"]:.2f}, detector
-{at8["detector"]:.2f}, detector + classifier {at8["detector+classifier"]:.2f}
+Mean recall over the S/N >= 8 bins: {at8_text}
 (target: >= 0.90 with <= 1 false positive per minute after classification).
 
 ## Limits

@@ -29,8 +29,9 @@ from drafts_ops.ml.inference import Classifier, Detector, load_classifier, load_
 VALIDATION_SEED = 20_261_130
 #: Edges of the injected-S/N bins of the recall tables.
 SNR_EDGES: tuple[float, ...] = (6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 30.0)
-#: Operating points reported in the model card.
-DETECTOR_THRESHOLD = 0.3
+#: Operating points reported in the model card (the search's default detector threshold
+#: is 0.5).
+DETECTOR_THRESHOLDS: tuple[float, ...] = (0.3, 0.5)
 CLASSIFIER_THRESHOLD = 0.5
 #: Width (samples) used for the cutouts of detector peaks (the detector gives no width).
 PEAK_CUTOUT_WIDTH = 2
@@ -45,13 +46,13 @@ class Evaluation:
     classifier_recall: list[float] = field(default_factory=list)
     classifier_recall_ft_only: list[float] = field(default_factory=list)
     classifier_fp: dict[str, float] = field(default_factory=dict)
-    detector_recall: list[float] = field(default_factory=list)
-    pipeline_recall: list[float] = field(default_factory=list)
+    detector_recall: dict[float, list[float]] = field(default_factory=dict)
+    pipeline_recall: dict[float, list[float]] = field(default_factory=dict)
     per_bin: int = 0
     negatives_per_kind: int = 0
     fp_minutes: float = 0.0
-    detector_fp_per_min: float = 0.0
-    pipeline_fp_per_min: float = 0.0
+    detector_fp_per_min: dict[float, float] = field(default_factory=dict)
+    pipeline_fp_per_min: dict[float, float] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -93,48 +94,54 @@ def _matches(block: data.DetectorBlock, burst: data.Burst, peak) -> bool:
 def detector_metrics(
     det: Detector, clf: Classifier, rng: np.random.Generator, ev: Evaluation, per_bin: int
 ) -> None:
-    """Detector recall and detector-then-classifier recall per S/N bin."""
+    """Detector recall and detector-then-classifier recall per S/N bin, per threshold."""
+    low = min(DETECTOR_THRESHOLDS)
     for lo, hi in ev.snr_bins:
-        found = passed = 0
-        for _ in range(per_bin):
+        best, prob = np.zeros(per_bin), np.zeros(per_bin)
+        for k in range(per_bin):
             block = data.detector_example(
                 rng, n_bursts=1, rfi=(), snr=rng.uniform(lo, hi), tail=4096
             )
-            peaks = [
-                p
-                for p in det.detect(block.dm_time, DETECTOR_THRESHOLD)
-                if _matches(block, block.bursts[0], p)
-            ]
-            found += bool(peaks)
-            passed += bool(peaks) and _classify_peak(clf, block, peaks[0]) >= CLASSIFIER_THRESHOLD
-        ev.detector_recall.append(found / per_bin)
-        ev.pipeline_recall.append(passed / per_bin)
+            burst = block.bursts[0]
+            peaks = [p for p in det.detect(block.dm_time, low) if _matches(block, burst, p)]
+            if peaks:
+                best[k] = peaks[0].score
+                prob[k] = _classify_peak(clf, block, peaks[0])
+        for thr in DETECTOR_THRESHOLDS:
+            ev.detector_recall.setdefault(thr, []).append(float(np.mean(best >= thr)))
+            ev.pipeline_recall.setdefault(thr, []).append(
+                float(np.mean((best >= thr) & (prob >= CLASSIFIER_THRESHOLD)))
+            )
 
 
 def false_positive_metrics(
     det: Detector, clf: Classifier, rng: np.random.Generator, ev: Evaluation, minutes: float
 ) -> None:
     """Detector peaks, and those the classifier keeps, per minute of noise + RFI."""
-    seconds = peaks_total = kept = 0.0
+    seconds, scores, probs = 0.0, [], []
     while seconds < 60.0 * minutes:
         rfi = tuple(k for k in data.RFI_KINDS if rng.random() < 0.5)
         block = data.detector_example(rng, n_bursts=0, rfi=rfi, columns=2048, tail=4096)
         seconds += block.dm_time.shape[1] * block.setup.tsamp
-        peaks = det.detect(block.dm_time, DETECTOR_THRESHOLD)
-        peaks_total += len(peaks)
-        kept += sum(_classify_peak(clf, block, p) >= CLASSIFIER_THRESHOLD for p in peaks)
+        for peak in det.detect(block.dm_time, min(DETECTOR_THRESHOLDS)):
+            scores.append(peak.score)
+            probs.append(_classify_peak(clf, block, peak))
     ev.fp_minutes = seconds / 60.0
-    ev.detector_fp_per_min = peaks_total / ev.fp_minutes
-    ev.pipeline_fp_per_min = kept / ev.fp_minutes
+    s, p = np.array(scores), np.array(probs)
+    for thr in DETECTOR_THRESHOLDS:
+        ev.detector_fp_per_min[thr] = float(np.sum(s >= thr)) / ev.fp_minutes
+        ev.pipeline_fp_per_min[thr] = (
+            float(np.sum((s >= thr) & (p >= CLASSIFIER_THRESHOLD))) / ev.fp_minutes
+        )
 
 
 def evaluate(
     models: str | Path | None = None,
     *,
     seed: int = VALIDATION_SEED,
-    per_bin: int = 40,
-    negatives: int = 60,
-    fp_minutes: float = 3.0,
+    per_bin: int = 30,
+    negatives: int = 50,
+    fp_minutes: float = 2.0,
 ) -> Evaluation:
     """Run all validation measurements on the models in ``models`` (default: shipped)."""
     folder = None if models is None else Path(models)
@@ -152,20 +159,25 @@ def evaluate(
 
 def results_markdown(ev: Evaluation) -> str:
     """The validation tables of the model card."""
+    t1, t2 = DETECTOR_THRESHOLDS
     lines = [
         f"Validation seed {ev.seed} (not a training seed); {ev.per_bin} bursts per S/N "
-        f"bin; detector threshold {DETECTOR_THRESHOLD}, classifier threshold "
-        f"{CLASSIFIER_THRESHOLD}. Measured in {ev.seconds:.0f} s.",
+        f"bin; classifier threshold {CLASSIFIER_THRESHOLD}; detector thresholds {t1} and "
+        f"{t2}. Measured in {ev.seconds:.0f} s.",
         "",
-        "| injected S/N | classifier (FT + DM-time) | classifier (FT only) | detector "
-        "| detector + classifier |",
-        "|---|---|---|---|---|",
+        "Recall (fraction of injected bursts found):",
+        "",
+        "| injected S/N | classifier, FT + DM-time | classifier, FT only "
+        f"| detector >= {t1} | detector >= {t2} | detector >= {t1} + classifier "
+        f"| detector >= {t2} + classifier |",
+        "|---|---|---|---|---|---|---|",
     ]
     for i, (lo, hi) in enumerate(ev.snr_bins):
         lines.append(
             f"| {lo:g}-{hi:g} | {ev.classifier_recall[i]:.2f} | "
-            f"{ev.classifier_recall_ft_only[i]:.2f} | {ev.detector_recall[i]:.2f} | "
-            f"{ev.pipeline_recall[i]:.2f} |"
+            f"{ev.classifier_recall_ft_only[i]:.2f} | {ev.detector_recall[t1][i]:.2f} | "
+            f"{ev.detector_recall[t2][i]:.2f} | {ev.pipeline_recall[t1][i]:.2f} | "
+            f"{ev.pipeline_recall[t2][i]:.2f} |"
         )
     lines += [
         "",
@@ -173,9 +185,15 @@ def results_markdown(ev: Evaluation) -> str:
         + ", ".join(f"{k} {v:.3f}" for k, v in ev.classifier_fp.items())
         + ".",
         "",
-        f"False positives on {ev.fp_minutes:.1f} min of noise with RFI (each kind in half the "
-        f"blocks): detector {ev.detector_fp_per_min:.2f} per minute, after the classifier "
-        f"{ev.pipeline_fp_per_min:.2f} per minute.",
+        f"False positives per minute on {ev.fp_minutes:.1f} min of simulated noise with RFI "
+        "(each RFI kind present in half of the 2048-sample blocks):",
+        "",
+        "| detector threshold | detector alone | detector + classifier |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {t} | {ev.detector_fp_per_min[t]:.2f} | {ev.pipeline_fp_per_min[t]:.2f} |"
+        for t in DETECTOR_THRESHOLDS
     ]
     return "\n".join(lines)
 
@@ -183,11 +201,11 @@ def results_markdown(ev: Evaluation) -> str:
 def summary_at_8(ev: Evaluation) -> dict[str, float]:
     """Recall averaged over the bins at S/N >= 8 (each bin weighted equally)."""
     keep = [i for i, (lo, _) in enumerate(ev.snr_bins) if lo >= 8]
-    return {
-        "classifier": float(np.mean([ev.classifier_recall[i] for i in keep])),
-        "detector": float(np.mean([ev.detector_recall[i] for i in keep])),
-        "detector+classifier": float(np.mean([ev.pipeline_recall[i] for i in keep])),
-    }
+    out = {"classifier": float(np.mean([ev.classifier_recall[i] for i in keep]))}
+    for t in DETECTOR_THRESHOLDS:
+        out[f"detector>={t}"] = float(np.mean([ev.detector_recall[t][i] for i in keep]))
+        out[f"detector>={t}+classifier"] = float(np.mean([ev.pipeline_recall[t][i] for i in keep]))
+    return out
 
 
 def evaluate_and_write_card(models: str | Path = "models", **kwargs) -> Path:
