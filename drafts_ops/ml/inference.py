@@ -22,8 +22,9 @@ from drafts_ops.ml.manifest import verify_model
 
 CLASSIFIER_FILE = "classifier.onnx"
 DETECTOR_FILE = "detector.onnx"
-#: Largest detector input width (columns after time averaging) run in one piece.
-MAX_DETECTOR_COLUMNS = 16384
+#: Detector tile width (columns after time averaging) and overlap between tiles.
+TILE_COLUMNS = 8192
+TILE_OVERLAP = 512
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ class Detector:
         self,
         dm_time: np.ndarray,
         threshold: float = 0.5,
-        time_factor: int | None = None,
+        time_factor: int = 1,
         max_peaks: int = 50,
     ) -> list[DetectorPeak]:
         """Burst centres in a DM-time block.
@@ -145,12 +146,12 @@ class Detector:
         ----------
         dm_time : ndarray [ndm, nt]
             Dedispersed block: rows are DM trials (ascending), columns samples. Any size
-            with ndm >= 2 and nt >= 2; the DM axis is resampled to 64 rows.
+            with ndm >= 2 and nt >= 2; the DM axis is resampled to 64 rows. Blocks longer
+            than :data:`TILE_COLUMNS` columns are processed in overlapping tiles.
         threshold : float
             Minimum heatmap score (0..1) of a reported peak.
-        time_factor : int, optional
-            Average this many samples per input column (default 1, or more so that at most
-            16384 columns are processed).
+        time_factor : int
+            Average this many samples per detector column (1: full resolution).
         max_peaks : int
             Keep at most this many peaks, highest score first.
 
@@ -161,10 +162,30 @@ class Detector:
         dm_time = np.asarray(dm_time)
         if dm_time.ndim != 2:
             raise ParameterError(f"DM-time block must be 2-D [ndm, nt], got {dm_time.shape}")
-        if time_factor is None:
-            time_factor = max(1, -(-dm_time.shape[1] // MAX_DETECTOR_COLUMNS))
+        if time_factor < 1:
+            raise ParameterError(f"time_factor = {time_factor} must be >= 1")
+        nt = dm_time.shape[1]
+        span = TILE_COLUMNS * time_factor
+        margin = TILE_OVERLAP * time_factor // 2
+        peaks: list[DetectorPeak] = []
+        for start in range(0, max(nt - 2 * margin, 1), span - 2 * margin):
+            stop = min(start + span, nt)
+            lo = start + margin if start > 0 else 0  # each tile owns its middle part
+            hi = stop - margin if stop < nt else nt
+            for peak in self._detect_tile(dm_time[:, start:stop], threshold, time_factor):
+                sample = peak.sample + start
+                if lo - 0.5 <= sample < hi - 0.5:
+                    peaks.append(DetectorPeak(peak.dm_index, sample, peak.score))
+            if stop >= nt:
+                break
+        peaks.sort(key=lambda p: -p.score)
+        return peaks[:max_peaks]
+
+    def _detect_tile(
+        self, dm_time: np.ndarray, threshold: float, time_factor: int
+    ) -> list[DetectorPeak]:
         heat, offset = self.heatmap(dm_time, time_factor)
-        rows, cols, scores = decode_heatmap(heat, offset, threshold, max_peaks)
+        rows, cols, scores = decode_heatmap(heat, offset, threshold, heat.size)
         ncols = -(-dm_time.shape[1] // time_factor)
         keep = cols < ncols - 0.5  # drop peaks that fall in the right-hand padding
         dm_index, sample = pp.detector_to_input_coords(
