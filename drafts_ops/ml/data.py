@@ -161,12 +161,14 @@ def detector_example(
     columns: int = DETECTOR_COLUMNS,
     snr: float | None = None,
     tail: int = 0,
+    **burst_fields: float,
 ) -> DetectorBlock:
     """One simulated block and its DM-time image.
 
     ``n_bursts``/``rfi`` default to a random mix: 0-2 bursts and, independently, each RFI
-    kind with probability 1/4. ``snr`` fixes the bursts' S/N; ``tail`` adds raw samples
-    after the block (room for cutouts).
+    kind with probability 1/4. ``snr`` fixes the bursts' S/N and ``burst_fields`` any other
+    :class:`BurstSpec` field (e.g. ``width_s``); ``tail`` adds raw samples after the block
+    (room for cutouts).
     """
     setup = random_setup(rng)
     dms = random_dms(rng, setup)
@@ -182,7 +184,8 @@ def detector_example(
         for _ in range(n_bursts)
     )
     if snr is not None:
-        bursts = tuple(dataclasses.replace(b, snr=float(snr)) for b in bursts)
+        burst_fields["snr"] = float(snr)
+    bursts = tuple(dataclasses.replace(b, **burst_fields) for b in bursts)
     specs = tuple(random_rfi(rng, k, nsamp * setup.tsamp) for k in rfi)
     data, _ = simulate(rng, setup, nsamp, bursts, specs)
     dm_time = dedisperse_reference(data, delays)[:, :columns]
