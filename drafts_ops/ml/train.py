@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -279,7 +280,8 @@ def _export(model, args: tuple, path: Path, *, inputs, outputs, dynamic_axes) ->
 
     torch = require_torch()
     model.eval()
-    with atomic_path(path) as tmp, torch.no_grad():
+    with atomic_path(path) as tmp, torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter's notice
         torch.onnx.export(
             model,
             args,
