@@ -124,13 +124,13 @@ def _crop(torch, tensor, idx: np.ndarray, starts: np.ndarray, width: int):
 
 
 def train_detector(
-    steps: int = 1200,
+    steps: int = 2400,
     seed: int = 0,
     out: str | Path = "models",
     device: str = "cpu",
     *,
     batch_size: int = 16,
-    pool_size: int = 800,
+    pool_size: int = 1600,
     log: Callable[[str], None] = print,
 ) -> TrainResult:
     """Train the DM-time detector and export ``out/detector.onnx`` (+ manifest entry)."""
