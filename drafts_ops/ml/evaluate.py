@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from drafts_ops.dedisp.plan import dispersion_delay_s
 from drafts_ops.ml import data
 from drafts_ops.ml.inference import Classifier, Detector, load_classifier, load_detector
 
@@ -83,12 +84,15 @@ def _classify_peak(clf: Classifier, block: data.DetectorBlock, peak) -> float:
     return float(clf.predict(ft, dt))
 
 
-def _matches(block: data.DetectorBlock, burst: data.Burst, peak) -> bool:
-    """A peak within 3 DM rows (or 5% of the rows) and max(4, width) samples of the burst."""
-    rows = max(3.0, 0.05 * block.dms.size)
-    width = (burst.width_s + burst.scattering_s) / block.setup.tsamp
-    near_dm = abs(peak.dm_index - data.dm_index(block.dms, burst.dm)) <= rows
-    return near_dm and abs(peak.sample - burst.sample) <= max(4.0, width)
+def _matches(block: data.DetectorBlock, burst, peak) -> bool:
+    """A peak within ``max(4, width)`` samples of the burst and within the DM error that
+    sweeps the band by less than ``max(4, width)`` samples (or 3 DM rows, if more)."""
+    f = block.setup.freqs
+    width = max(4.0, (burst.width_s + burst.scattering_s) / block.setup.tsamp)
+    sweep_per_dm = float(dispersion_delay_s(1.0, f.min(), f.max())) / block.setup.tsamp
+    dm_tol = max(width / sweep_per_dm, 3.0 * float(np.max(np.diff(block.dms))))
+    dm = float(np.interp(peak.dm_index, np.arange(block.dms.size), block.dms))
+    return abs(dm - burst.dm) <= dm_tol and abs(peak.sample - block.sample(burst)) <= width
 
 
 def detector_metrics(
