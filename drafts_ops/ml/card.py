@@ -99,6 +99,13 @@ and automatic channel masking) before dedispersion or cutting out.
 
 ## Validation (drafts_ops/ml/evaluate.py)
 
+Held-out simulated data (same generators, a seed never used in training). Classifier
+columns: cutouts at a search's jittered DM / time / width for each injected burst.
+Detector columns: one burst per DM-time block (192 columns, no RFI); a detection counts
+when a peak lies within max(4, width) samples of the burst and within the DM error that
+sweeps the band by less than max(4, width) samples (at least 3 DM trials); "+ classifier"
+then requires probability >= 0.5 on the cutouts at the peak (width 2 samples).
+
 {results_markdown(ev)}
 
 Mean recall over the S/N >= 8 bins: {at8_text}
