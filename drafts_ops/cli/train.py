@@ -6,9 +6,7 @@ import argparse
 from pathlib import Path
 
 from drafts_ops.errors import ParameterError
-
-#: Models that can be trained (the same names as drafts_ops.ml.train.MODEL_KINDS).
-KINDS = ("detector", "classifier")
+from drafts_ops.ml import MODEL_KINDS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +14,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "train",
         help="train the DM-time detector or the burst classifier (needs the train extra)",
     )
-    p.add_argument("model", choices=KINDS, help="which network to train")
+    p.add_argument("model", choices=MODEL_KINDS, help="which network to train")
     p.add_argument("--steps", type=int, default=None, help="optimiser steps (default: full run)")
     p.add_argument("--seed", type=int, default=0, help="seed of data, weights and batches")
     p.add_argument("--out", type=Path, default=Path("models"), help="output folder (models/)")

@@ -19,15 +19,14 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from drafts_ops.errors import DraftsError
+from drafts_ops.ml import ModelKind
 from drafts_ops.ml import preprocess as pp
 
-ModelKind = Literal["detector", "classifier"]
-MODEL_KINDS: tuple[ModelKind, ...] = ("detector", "classifier")
 OPSET = 17
 #: Sigma (heatmap cells) of the Gaussian drawn around each burst centre.
 HEATMAP_SIGMA = 1.0
