@@ -110,3 +110,16 @@ def test_unlisted_or_unloadable_model(tmp_path):
     (tmp_path / "other.onnx").write_bytes(b"x")
     with pytest.raises(ModelError, match="not listed"):
         verify_model(tmp_path / "other.onnx")
+
+
+def test_suppress_duplicates_keeps_strongest_per_neighbourhood():
+    from drafts_ops.ml.inference import DetectorPeak, suppress_duplicates
+
+    peaks = [
+        DetectorPeak(10.0, 100.0, 0.6),
+        DetectorPeak(11.0, 104.0, 0.9),  # same burst at another scale, stronger
+        DetectorPeak(10.5, 300.0, 0.4),  # far in time: kept
+        DetectorPeak(40.0, 101.0, 0.5),  # far in DM: kept
+    ]
+    kept = suppress_duplicates(peaks, radius_dm=2.0, radius_samples=8.0)
+    assert [p.score for p in kept] == [0.9, 0.5, 0.4]

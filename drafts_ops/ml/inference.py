@@ -25,6 +25,8 @@ DETECTOR_FILE = "detector.onnx"
 #: Detector tile width (columns after time averaging) and overlap between tiles.
 TILE_COLUMNS = 8192
 TILE_OVERLAP = 512
+#: Time-averaging factors the detector runs at by default (merged afterwards).
+DETECTOR_SCALES: tuple[int, ...] = (1, 2, 4)
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,7 @@ class Detector:
         threshold: float = 0.5,
         time_factor: int = 1,
         max_peaks: int = 50,
+        scales: tuple[int, ...] = DETECTOR_SCALES,
     ) -> list[DetectorPeak]:
         """Burst centres in a DM-time block.
 
@@ -154,6 +157,11 @@ class Detector:
             Average this many samples per detector column (1: full resolution).
         max_peaks : int
             Keep at most this many peaks, highest score first.
+        scales : tuple of int
+            Run the network at each of these extra time-averaging factors (times
+            ``time_factor``) and merge the peaks: wide or scattered bursts stand out better
+            when averaged. Peaks closer than 2 detector rows in DM and 8 columns of the
+            coarsest scale in time are merged (the highest score is kept).
 
         Returns
         -------
@@ -164,6 +172,18 @@ class Detector:
             raise ParameterError(f"DM-time block must be 2-D [ndm, nt], got {dm_time.shape}")
         if time_factor < 1:
             raise ParameterError(f"time_factor = {time_factor} must be >= 1")
+        found = [
+            peak
+            for scale in scales
+            for peak in self._detect_scale(dm_time, threshold, time_factor * scale)
+        ]
+        radius_t = 8 * time_factor * max(scales)
+        radius_dm = 2 * max(dm_time.shape[0] / pp.DETECTOR_ROWS, 1.0)
+        return suppress_duplicates(found, radius_dm, radius_t)[:max_peaks]
+
+    def _detect_scale(
+        self, dm_time: np.ndarray, threshold: float, time_factor: int
+    ) -> list[DetectorPeak]:
         nt = dm_time.shape[1]
         span = TILE_COLUMNS * time_factor
         margin = TILE_OVERLAP * time_factor // 2
@@ -178,8 +198,7 @@ class Detector:
                     peaks.append(DetectorPeak(peak.dm_index, sample, peak.score))
             if stop >= nt:
                 break
-        peaks.sort(key=lambda p: -p.score)
-        return peaks[:max_peaks]
+        return peaks
 
     def _detect_tile(
         self, dm_time: np.ndarray, threshold: float, time_factor: int
@@ -195,6 +214,21 @@ class Detector:
             DetectorPeak(float(d), float(s), float(p))
             for d, s, p in zip(dm_index, sample, scores[keep], strict=True)
         ]
+
+
+def suppress_duplicates(
+    peaks: list[DetectorPeak], radius_dm: float, radius_samples: float
+) -> list[DetectorPeak]:
+    """Peaks sorted by score, dropping any within both radii of a higher-scoring one."""
+    kept: list[DetectorPeak] = []
+    for peak in sorted(peaks, key=lambda p: -p.score):
+        if all(
+            abs(peak.dm_index - k.dm_index) > radius_dm
+            or abs(peak.sample - k.sample) > radius_samples
+            for k in kept
+        ):
+            kept.append(peak)
+    return kept
 
 
 def decode_heatmap(
