@@ -13,13 +13,14 @@ from drafts_ops.ml.manifest import read_manifest
 
 def _training_table(manifest: dict) -> str:
     rows = [
-        "| model | size | steps | seed | data (s) | training (s) | final loss | sha256 |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | size | steps | seed | data (s) | training (s) | CPU (s) | final loss | sha256 |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, info in sorted(manifest["models"].items()):
         rows.append(
             f"| {name} | {info.get('size_bytes', 0) / 1024:.0f} kB | {info.get('steps')} | "
             f"{info.get('seed')} | {info.get('seconds_data')} | {info.get('seconds_train')} | "
+            f"{info.get('cpu_seconds', '?')} | "
             f"{info.get('final_loss')} | `{info['sha256']}` |"
         )
     return "\n".join(rows)
@@ -96,6 +97,14 @@ and automatic channel masking) before dedispersion or cutting out.
   (`--seed`, `--steps`, `--pool`; `--evaluate` rewrites this card).
 
 {_training_table(manifest)}
+
+Data and training seconds are wall-clock on the project's shared 2-core CPU (other jobs
+running: each training got about a quarter to a half of one core); CPU is the process's
+total CPU time (user + system), data generation included.
+
+The detector runs at time-averaging factors 1, 2 and 4 and merges peaks within 2 DM rows
+and 8 coarse columns (`Detector.detect(..., scales=(1, 2, 4))`); the tables below use
+that default.
 
 ## Validation (drafts_ops/ml/evaluate.py)
 

@@ -264,6 +264,7 @@ def _finish(kind, path, *, pool_size, net, steps, seed, t_data, t_train, loss, l
         pool_size=pool_size,
         seconds_data=round(t_data, 1),
         seconds_train=round(t_train, 1),
+        cpu_seconds=round(time.process_time(), 1),
         final_loss=round(float(loss), 5),
         torch=torch.__version__,
         opset=OPSET,
