@@ -1,0 +1,58 @@
+"""``drafts train detector|classifier``: train a neural model on simulated data, export ONNX."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from drafts_ops.errors import ParameterError
+from drafts_ops.ml import MODEL_KINDS
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train the DM-time detector or the burst classifier (needs the train extra)",
+    )
+    p.add_argument("model", choices=MODEL_KINDS, help="which network to train")
+    p.add_argument("--steps", type=int, default=None, help="optimiser steps (default: full run)")
+    p.add_argument("--seed", type=int, default=0, help="seed of data, weights and batches")
+    p.add_argument("--out", type=Path, default=Path("models"), help="output folder (models/)")
+    p.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
+    p.add_argument(
+        "--pool", type=int, default=None, help="simulated examples to train on (default: full)"
+    )
+    p.add_argument(
+        "--evaluate",
+        action="store_true",
+        help="afterwards measure recall / false positives on a held-out set and write "
+        "MODEL_CARD.md (needs both models in --out)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from drafts_ops.ml import train
+
+    train.require_torch()
+    if args.steps is not None and args.steps < 1:
+        raise ParameterError(f"--steps {args.steps} must be >= 1")
+    if args.pool is not None and args.pool < 2:
+        raise ParameterError(f"--pool {args.pool} must be >= 2")
+    kwargs = {"seed": args.seed, "out": args.out, "device": args.device}
+    if args.steps is not None:
+        kwargs["steps"] = args.steps
+    if args.pool is not None:
+        kwargs["pool_size"] = args.pool
+    fn = train.train_detector if args.model == "detector" else train.train_classifier
+    result = fn(**kwargs)
+    print(
+        f"{result.kind}: {result.path} ({result.size_bytes / 1024:.0f} kB), "
+        f"data {result.seconds_data:.0f} s, training {result.seconds_train:.0f} s, "
+        f"final loss {result.final_loss:.4f}"
+    )
+    if args.evaluate:
+        from drafts_ops.ml.evaluate import evaluate_and_write_card
+
+        evaluate_and_write_card(args.out)
+    return 0

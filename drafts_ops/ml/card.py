@@ -1,0 +1,137 @@
+"""``models/MODEL_CARD.md``: how the shipped models were made and how well they do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from drafts_ops.atomic import write_text_atomic
+from drafts_ops.ml import data
+from drafts_ops.ml import preprocess as pp
+from drafts_ops.ml.evaluate import Evaluation, results_markdown, summary_at_8
+from drafts_ops.ml.manifest import read_manifest
+
+
+def _training_table(manifest: dict) -> str:
+    rows = [
+        "| model | size | steps | seed | data (s) | training (s) | CPU (s) | final loss | sha256 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, info in sorted(manifest["models"].items()):
+        rows.append(
+            f"| {name} | {info.get('size_bytes', 0) / 1024:.0f} kB | {info.get('steps')} | "
+            f"{info.get('seed')} | {info.get('seconds_data')} | {info.get('seconds_train')} | "
+            f"{info.get('cpu_seconds', '?')} | "
+            f"{info.get('final_loss')} | `{info['sha256']}` |"
+        )
+    return "\n".join(rows)
+
+
+def model_card(manifest: dict, ev: Evaluation) -> str:
+    """The model card text."""
+    ranges = data.BURST_RANGES
+    at8_text = ", ".join(f"{k} {v:.2f}" for k, v in summary_at_8(ev).items())
+    models = manifest["models"]
+    det_pool = models.get("detector.onnx", {}).get("pool_size", "?")
+    clf_pool = models.get("classifier.onnx", {}).get("pool_size", "?")
+    return f"""# drafts-ops neural models
+
+Two small networks in the style of DRAFTS (Zhang et al. 2024), trained with PyTorch on
+simulated data and shipped as ONNX (opset 17) for ONNX Runtime. Inference:
+`drafts_ops.ml.inference.load_detector()` / `load_classifier()`; both check the sha256
+below (also in `manifest.json`) and raise `ModelError` for a missing or corrupt file.
+
+## Models
+
+* **detector.onnx** — CenterNet-style CNN on DM-time images. Input `dm_time`
+  `[B, 1, 64, W]` (W a multiple of 16, any length); outputs `heatmap [B, 1, 16, W/4]`
+  (burst-centre probability per 4 x 4 cell) and `offset [B, 2, 16, W/4]` (sub-cell
+  position). Backbone: 3x3 conv + BN + ReLU, two stride-2 stages, dilated context layers
+  (dilation 2, 4, 8). `Detector.detect(dm_time [ndm, nt], threshold)` returns
+  `DetectorPeak(dm_index, sample, score)` in the input's coordinates (3 x 3 peak picking).
+* **classifier.onnx** — two convolutional branches (freq-time and DM-time, as FETCH),
+  global max pooling, a small linear head. Inputs `freq_time`, `dm_time` `[B, 1, 64, 64]`;
+  output `probability [B]`. `Classifier.predict(freq_time, dm_time=None)` takes FETCH
+  cutouts (`[256 time, 256 freq]` and `[256 DM, 256 time]`, as
+  `drafts_ops.detect.cutouts` makes them); trained with the DM-time input blanked for
+  25% of examples, so it also works on the waterfall alone.
+
+## Preprocessing (drafts_ops/ml/preprocess.py, identical in training and inference)
+
+* freq-time cutout: transposed to [frequency, time]; frequency area-averaged to
+  {pp.CLASSIFIER_SIZE} sub-bands; central {pp.CLASSIFIER_SIZE} time columns kept.
+* DM-time cutout: DM axis max-pooled to {pp.CLASSIFIER_SIZE} rows; central
+  {pp.CLASSIFIER_SIZE} columns kept.
+* detector block: DM axis max-pooled (or linearly stretched) to {pp.DETECTOR_ROWS} rows; time
+  averaged by `time_factor` (default 1); padded to a multiple of 16 columns.
+* every row then robustly standardised (median, 1.4826 x MAD), clipped to
+  [{pp.CLIP_SIGMA[0]:g}, {pp.CLIP_SIGMA[1]:g}] sigma and divided by {pp.INPUT_SCALE:g}.
+
+## Training data (drafts_ops/ml/data.py)
+
+Seeded blocks from the project simulator (`drafts_ops.simulate`, 32-bit samples, smooth
+bandpass, Gaussian noise): {data.NCHAN} channels, top of band 1.1-1.7 GHz, 15-30%
+fractional bandwidth, sampling 0.3-1.5 ms. Each block is cleaned as the search does
+(`drafts_ops.detect.preprocess.preprocess_block`: per-channel median/MAD normalisation
+and automatic channel masking) before dedispersion or cutting out.
+
+* bursts: simulator S/N {ranges["snr"][0]:g}-{ranges["snr"][1]:g} (6 + exponential of
+  mean 7, capped; best dedispersed boxcar, Heimdall convention); intrinsic FWHM
+  {ranges["width_samples"][0]:g}-{ranges["width_samples"][1]:g} samples (log-uniform);
+  scattering none (50%) or {ranges["scattering_samples"][0]:g}-{ranges["scattering_samples"][1]:g}
+  samples at the top of the band (f^-4); spectral index
+  {ranges["spectral_index"][0]:g}..{ranges["spectral_index"][1]:g}, 40% band-limited
+  (Gaussian envelope); DM {ranges["dm"][0]:g}-{ranges["dm"][1]:g} pc cm^-3 (classifier)
+  or 10-90% of a 150-1200 pc cm^-3 DM range (detector).
+* RFI (negatives and confusers), the simulator's three kinds: persistent narrow-band
+  channels (1-3, 2-20 sigma), impulsive broadband zero-DM pulses (1-3, 1-8 sigma per
+  channel, 0.5-5 ms), drifting narrow-band signals (3-12 sigma); and pure noise.
+* detector: {det_pool} DM-time blocks of 192 columns, DM trials from 0 by the tolerance
+  rule (half) or 48-256 uniform steps (half), reference dedisperser; 0-2 bursts per
+  block, each RFI kind with probability 1/4; random 128-column crops; CenterNet focal
+  loss on Gaussian heatmaps (sigma 1 cell) + L1 offset loss.
+* classifier: {clf_pool} candidate cutouts from `drafts_ops.detect.cutouts` (50% bursts
+  at a search's jittered DM / time / width; 50% noise, persistent, impulsive and
+  drifting RFI triggers); binary cross-entropy.
+* AdamW (lr 3e-3, one-cycle), batch 16 (detector) / 32 (classifier), one CPU thread.
+  Reproduce with `drafts train detector` and `drafts train classifier`
+  (`--seed`, `--steps`, `--pool`; `--evaluate` rewrites this card).
+
+{_training_table(manifest)}
+
+Data and training seconds are wall-clock on the project's shared 2-core CPU (other jobs
+running: each training got about a quarter to a half of one core); CPU is the process's
+total CPU time (user + system), data generation included.
+
+The detector runs at time-averaging factors 1, 2 and 4 and merges peaks within 2 DM rows
+and 8 coarse columns (`Detector.detect(..., scales=(1, 2, 4))`); the tables below use
+that default.
+
+## Validation (drafts_ops/ml/evaluate.py)
+
+Held-out simulated data (same generators, a seed never used in training). Classifier
+columns: cutouts at a search's jittered DM / time / width for each injected burst.
+Detector columns: one burst per DM-time block (192 columns, no RFI); a detection counts
+when a peak lies within max(4, width) samples of the burst and within the DM error that
+sweeps the band by less than max(4, width) samples (at least 3 DM trials); "+ classifier"
+then requires probability >= 0.5 on the cutouts at the peak (width 2 samples).
+
+{results_markdown(ev)}
+
+Mean recall over the S/N >= 8 bins: {at8_text}
+(target: >= 0.90 with <= 1 false positive per minute after classification).
+
+## Limits
+
+Trained on simulated Gaussian noise with simple RFI models and 64-channel L-band-like
+setups; real data with other RFI, bandpass ripples or very different bands may behave
+differently. The classifier's probability is not calibrated on real data.
+"""
+
+
+def write_model_card(folder: Path, ev: Evaluation) -> Path:
+    """Write ``folder/MODEL_CARD.md`` from the manifest and an evaluation."""
+    manifest = read_manifest(folder)
+    for name, info in manifest["models"].items():
+        path = folder / name
+        info["size_bytes"] = path.stat().st_size if path.exists() else 0
+    return write_text_atomic(folder / "MODEL_CARD.md", model_card(manifest, ev))

@@ -1,0 +1,271 @@
+"""Inference with the shipped ONNX models (ONNX Runtime only; no torch).
+
+>>> clf = load_classifier()                       # models/classifier.onnx, hash-checked
+>>> p = clf.predict(freq_time, dm_time)           # cutouts [256, 256] -> probability
+>>> det = load_detector()
+>>> peaks = det.detect(dm_time_block, threshold=0.5)   # [ndm, nt] -> list[DetectorPeak]
+
+Preprocessing (resampling, robust standardisation) is applied here, from
+:mod:`drafts_ops.ml.preprocess`, exactly as during training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from drafts_ops.errors import ModelError, ParameterError
+from drafts_ops.ml import preprocess as pp
+from drafts_ops.ml.manifest import verify_model
+
+CLASSIFIER_FILE = "classifier.onnx"
+DETECTOR_FILE = "detector.onnx"
+#: Detector tile width (columns after time averaging) and overlap between tiles.
+TILE_COLUMNS = 8192
+TILE_OVERLAP = 512
+#: Time-averaging factors the detector runs at by default (merged afterwards).
+DETECTOR_SCALES: tuple[int, ...] = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class DetectorPeak:
+    """One detection, in the coordinates of the DM-time array given to :meth:`Detector.detect`.
+
+    Attributes
+    ----------
+    dm_index : float
+        Fractional row (DM-trial index) of the burst centre.
+    sample : float
+        Fractional column (time sample, arrival at the top of the band) of the centre.
+    score : float
+        Heatmap value at the peak, 0..1.
+    """
+
+    dm_index: float
+    sample: float
+    score: float
+
+
+def _session(path: Path):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as err:  # onnxruntime raises its own (non-DraftsError) types
+        raise ModelError(f"{path}: ONNX Runtime cannot load the model ({err})") from err
+
+
+def _model_path(path: str | Path | None, name: str) -> Path:
+    if path is not None:
+        return Path(path)
+    from drafts_ops.errors import DraftsError
+    from drafts_ops.resources import resource_dir
+
+    try:
+        return resource_dir("models") / name
+    except DraftsError as err:
+        raise ModelError(f"cannot find the shipped {name}: {err}") from err
+
+
+class Classifier:
+    """Burst probability from FETCH-style cutouts (see :func:`load_classifier`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._session = _session(path)
+
+    def predict(
+        self, freq_time: np.ndarray, dm_time: np.ndarray | None = None
+    ) -> float | np.ndarray:
+        """Probability that the cutout holds an astrophysical burst.
+
+        Parameters
+        ----------
+        freq_time : ndarray [nt, nchan] or [B, nt, nchan]
+            Dedispersed cutout(s) in FETCH layout (time, frequency), as
+            :func:`drafts_ops.detect.cutouts.freq_time_cutout` returns; any size
+            (normally 256 x 256).
+        dm_time : ndarray [ndm, nt] or [B, ndm, nt], optional
+            DM-time cutout(s) around the candidate (DM rising along axis 0). Without it the
+            classifier judges the waterfall alone (it was trained that way too, though it
+            is more reliable with both).
+
+        Returns
+        -------
+        float for one cutout, ndarray [B] for a batch.
+        """
+        ft = np.asarray(freq_time)
+        single = ft.ndim == 2
+        fts = ft[None] if single else ft
+        if fts.ndim != 3:
+            raise ParameterError(
+                f"freq-time cutouts must be [nt, nchan] or [B, nt, nchan], got {ft.shape}"
+            )
+        x_ft = np.stack([pp.prepare_freq_time(img) for img in fts])[:, None]
+        if dm_time is None:
+            x_dm = np.zeros_like(x_ft)
+        else:
+            dts = np.asarray(dm_time)
+            dts = dts[None] if dts.ndim == 2 else dts
+            if dts.ndim != 3 or len(dts) != len(fts):
+                raise ParameterError(
+                    f"dm_time {np.shape(dm_time)} does not pair with freq_time {ft.shape}"
+                )
+            x_dm = np.stack([pp.prepare_dm_time_cutout(img) for img in dts])[:, None]
+        (prob,) = self._session.run(None, {"freq_time": x_ft, "dm_time": x_dm})
+        prob = np.asarray(prob, dtype=np.float64).reshape(-1)
+        return float(prob[0]) if single else prob
+
+
+class Detector:
+    """CenterNet-style burst finder on DM-time blocks (see :func:`load_detector`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._session = _session(path)
+
+    def heatmap(self, dm_time: np.ndarray, time_factor: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """Raw network outputs for a block: heatmap [H/4, W/4] and offsets [2, H/4, W/4]."""
+        x = pp.prepare_dm_time(dm_time, time_factor)[None, None]
+        heat, offset = self._session.run(None, {"dm_time": x})
+        return heat[0, 0], offset[0]
+
+    def detect(
+        self,
+        dm_time: np.ndarray,
+        threshold: float = 0.5,
+        time_factor: int = 1,
+        max_peaks: int = 50,
+        scales: tuple[int, ...] = DETECTOR_SCALES,
+    ) -> list[DetectorPeak]:
+        """Burst centres in a DM-time block.
+
+        Parameters
+        ----------
+        dm_time : ndarray [ndm, nt]
+            Dedispersed block: rows are DM trials (ascending), columns samples. Any size
+            with ndm >= 2 and nt >= 2; the DM axis is resampled to 64 rows. Blocks longer
+            than :data:`TILE_COLUMNS` columns are processed in overlapping tiles.
+        threshold : float
+            Minimum heatmap score (0..1) of a reported peak.
+        time_factor : int
+            Average this many samples per detector column (1: full resolution).
+        max_peaks : int
+            Keep at most this many peaks, highest score first.
+        scales : tuple of int
+            Run the network at each of these extra time-averaging factors (times
+            ``time_factor``) and merge the peaks: wide or scattered bursts stand out better
+            when averaged. Peaks closer than 2 detector rows in DM and 8 columns of the
+            coarsest scale in time are merged (the highest score is kept).
+
+        Returns
+        -------
+        list of DetectorPeak, highest score first, in the coordinates of ``dm_time``.
+        """
+        dm_time = np.asarray(dm_time)
+        if dm_time.ndim != 2:
+            raise ParameterError(f"DM-time block must be 2-D [ndm, nt], got {dm_time.shape}")
+        if time_factor < 1:
+            raise ParameterError(f"time_factor = {time_factor} must be >= 1")
+        found = [
+            peak
+            for scale in scales
+            for peak in self._detect_scale(dm_time, threshold, time_factor * scale)
+        ]
+        radius_t = 8 * time_factor * max(scales)
+        radius_dm = 2 * max(dm_time.shape[0] / pp.DETECTOR_ROWS, 1.0)
+        return suppress_duplicates(found, radius_dm, radius_t)[:max_peaks]
+
+    def _detect_scale(
+        self, dm_time: np.ndarray, threshold: float, time_factor: int
+    ) -> list[DetectorPeak]:
+        nt = dm_time.shape[1]
+        span = TILE_COLUMNS * time_factor
+        margin = TILE_OVERLAP * time_factor // 2
+        peaks: list[DetectorPeak] = []
+        for start in range(0, max(nt - 2 * margin, 1), span - 2 * margin):
+            stop = min(start + span, nt)
+            lo = start + margin if start > 0 else 0  # each tile owns its middle part
+            hi = stop - margin if stop < nt else nt
+            for peak in self._detect_tile(dm_time[:, start:stop], threshold, time_factor):
+                sample = peak.sample + start
+                if lo - 0.5 <= sample < hi - 0.5:
+                    peaks.append(DetectorPeak(peak.dm_index, sample, peak.score))
+            if stop >= nt:
+                break
+        return peaks
+
+    def _detect_tile(
+        self, dm_time: np.ndarray, threshold: float, time_factor: int
+    ) -> list[DetectorPeak]:
+        heat, offset = self.heatmap(dm_time, time_factor)
+        rows, cols, scores = decode_heatmap(heat, offset, threshold, heat.size)
+        ncols = -(-dm_time.shape[1] // time_factor)
+        keep = cols < ncols - 0.5  # drop peaks that fall in the right-hand padding
+        dm_index, sample = pp.detector_to_input_coords(
+            rows[keep], cols[keep], dm_time.shape[0], time_factor
+        )
+        return [
+            DetectorPeak(float(d), float(s), float(p))
+            for d, s, p in zip(dm_index, sample, scores[keep], strict=True)
+        ]
+
+
+def suppress_duplicates(
+    peaks: list[DetectorPeak], radius_dm: float, radius_samples: float
+) -> list[DetectorPeak]:
+    """Peaks sorted by score, dropping any within both radii of a higher-scoring one."""
+    kept: list[DetectorPeak] = []
+    for peak in sorted(peaks, key=lambda p: -p.score):
+        if all(
+            abs(peak.dm_index - k.dm_index) > radius_dm
+            or abs(peak.sample - k.sample) > radius_samples
+            for k in kept
+        ):
+            kept.append(peak)
+    return kept
+
+
+def decode_heatmap(
+    heat: np.ndarray, offset: np.ndarray, threshold: float, max_peaks: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Local maxima (3 x 3) of a heatmap above ``threshold``, refined by the offsets.
+
+    Returns (row, col, score) arrays in detector-pixel coordinates (pixel centres at
+    integers), highest score first. Cell ``i`` spans pixels ``[4i - 0.5, 4i + 3.5)`` and
+    an offset ``o`` in 0..1 places the centre at ``4 (i + o) - 0.5``.
+    """
+    padded = np.pad(heat, 1, mode="constant", constant_values=-np.inf)
+    h, w = heat.shape
+    neighbours = np.stack([padded[dy : dy + h, dx : dx + w] for dy in range(3) for dx in range(3)])
+    is_peak = (heat >= neighbours.max(axis=0)) & (heat >= threshold)
+    ii, jj = np.nonzero(is_peak)
+    order = np.argsort(-heat[ii, jj], kind="stable")[:max_peaks]
+    ii, jj = ii[order], jj[order]
+    stride = pp.DETECTOR_STRIDE
+    rows = stride * (ii + offset[0, ii, jj]) - 0.5
+    cols = stride * (jj + offset[1, ii, jj]) - 0.5
+    return rows.astype(np.float64), cols.astype(np.float64), heat[ii, jj].astype(np.float64)
+
+
+def load_classifier(path: str | Path | None = None) -> Classifier:
+    """The burst classifier; ``path`` defaults to the shipped ``models/classifier.onnx``.
+
+    Raises :class:`~drafts_ops.errors.ModelError` when the file is missing or its sha256
+    differs from ``manifest.json`` beside it.
+    """
+    return Classifier(verify_model(_model_path(path, CLASSIFIER_FILE)))
+
+
+def load_detector(path: str | Path | None = None) -> Detector:
+    """The DM-time detector; ``path`` defaults to the shipped ``models/detector.onnx``.
+
+    Raises :class:`~drafts_ops.errors.ModelError` when the file is missing or its sha256
+    differs from ``manifest.json`` beside it.
+    """
+    return Detector(verify_model(_model_path(path, DETECTOR_FILE)))

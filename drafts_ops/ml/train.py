@@ -1,0 +1,336 @@
+"""Training and ONNX export of the detector and the classifier (needs the ``train`` extra).
+
+Both trainings are seeded end to end (data, initial weights, batch order) and run on CPU
+in minutes. The data come from :mod:`drafts_ops.ml.data` (the project's simulator plus the
+reference dedisperser), already preprocessed exactly as inference does.
+
+Detector: CenterNet focal loss on a Gaussian heatmap (sigma 1 cell) around each burst
+centre (true DM, arrival at the top of the band) plus L1 loss on the sub-cell offsets.
+Classifier: binary cross-entropy; the DM-time input is blanked for 25% of the examples so
+that the classifier also works on the freq-time cutout alone.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from drafts_ops.errors import DraftsError
+from drafts_ops.ml import ModelKind
+from drafts_ops.ml import preprocess as pp
+
+OPSET = 17
+#: Sigma (heatmap cells) of the Gaussian drawn around each burst centre.
+HEATMAP_SIGMA = 1.0
+#: Width (columns) of the random crops of the detector's training images.
+TRAIN_CROP = 128
+#: Fraction of classifier examples trained with the DM-time input blanked.
+DM_TIME_DROPOUT = 0.25
+
+
+def require_torch():
+    """Import torch, or explain how to get it."""
+    try:
+        import torch
+    except ImportError as err:
+        raise DraftsError(
+            "training needs PyTorch: install the train extra (pip install 'drafts-ops[train]')"
+        ) from err
+    return torch
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a training run produced."""
+
+    kind: ModelKind
+    path: Path
+    steps: int
+    seed: int
+    seconds_data: float
+    seconds_train: float
+    final_loss: float
+    size_bytes: int
+    network: Any = field(default=None, repr=False, compare=False)  # the trained torch module
+
+
+# -- detector targets and loss -----------------------------------------------------------
+def detector_targets(
+    centres: list[tuple[float, float]], height: int, width: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Heatmap ``[1, h, w]``, offsets ``[2, h, w]`` and offset mask ``[1, h, w]`` at stride 4.
+
+    ``centres`` are (row, col) in detector-pixel coordinates (pixel centres at integers).
+    """
+    s = pp.DETECTOR_STRIDE
+    h, w = height // s, width // s
+    heat = np.zeros((1, h, w), np.float32)
+    offset = np.zeros((2, h, w), np.float32)
+    mask = np.zeros((1, h, w), np.float32)
+    yy, xx = np.mgrid[0:h, 0:w]
+    for row, col in centres:
+        cy, cx = (row + 0.5) / s, (col + 0.5) / s
+        i, j = math.floor(cy), math.floor(cx)
+        if not (0 <= i < h and 0 <= j < w):
+            continue
+        g = np.exp(-((yy - i) ** 2 + (xx - j) ** 2) / (2 * HEATMAP_SIGMA**2))
+        heat[0] = np.maximum(heat[0], g)
+        offset[:, i, j] = (cy - i, cx - j)
+        mask[0, i, j] = 1.0
+    return heat, offset, mask
+
+
+def _focal_loss(torch, logits, target):
+    """CenterNet's penalty-reduced focal loss (alpha 2, beta 4), per positive centre."""
+    p = torch.sigmoid(logits).clamp(1e-4, 1 - 1e-4)
+    pos = target.eq(1).float()
+    neg = 1 - pos
+    pos_loss = torch.log(p) * (1 - p) ** 2 * pos
+    neg_loss = torch.log(1 - p) * p**2 * (1 - target) ** 4 * neg
+    npos = pos.sum().clamp(min=1.0)
+    return -(pos_loss.sum() + neg_loss.sum()) / npos
+
+
+# -- training loops ------------------------------------------------------------------------
+def _setup(seed: int, device: str):
+    torch = require_torch()
+    torch.manual_seed(seed)
+    threads = int(os.environ.get("DRAFTS_TRAIN_THREADS", "1"))  # 2 threads thrash on a shared CPU
+    torch.set_num_threads(threads)
+    return torch, torch.device(device)
+
+
+def _schedule(torch, optimiser, steps: int):
+    return torch.optim.lr_scheduler.OneCycleLR(
+        optimiser,
+        max_lr=optimiser.param_groups[0]["lr"],
+        total_steps=max(steps, 1),
+        pct_start=0.15,
+    )
+
+
+def _crop(torch, tensor, idx: np.ndarray, starts: np.ndarray, width: int):
+    """Batch of ``tensor[i, ..., s:s + width]`` for each (i, s)."""
+    return torch.stack([tensor[i, ..., s : s + width] for i, s in zip(idx, starts, strict=True)])
+
+
+def train_detector(
+    steps: int = 2400,
+    seed: int = 0,
+    out: str | Path = "models",
+    device: str = "cpu",
+    *,
+    batch_size: int = 16,
+    pool_size: int = 1600,
+    log: Callable[[str], None] = print,
+) -> TrainResult:
+    """Train the DM-time detector and export ``out/detector.onnx`` (+ manifest entry)."""
+    from drafts_ops.ml import data
+    from drafts_ops.ml.models import DetectorNet
+
+    torch, dev = _setup(seed, device)
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    images, centres = data.detector_pool(rng, pool_size)
+    n, height, width = images.shape
+    targets = [detector_targets(c, height, width) for c in centres]
+    heat = torch.from_numpy(np.stack([t[0] for t in targets]))
+    offs = torch.from_numpy(np.stack([t[1] for t in targets]))
+    mask = torch.from_numpy(np.stack([t[2] for t in targets]))
+    x_all = torch.from_numpy(images[:, None])
+    t_data = time.perf_counter() - t0
+    log(f"detector: {n} simulated DM-time images {height}x{width} in {t_data:.1f} s")
+
+    stride = pp.DETECTOR_STRIDE
+    net = DetectorNet().to(dev)
+    opt = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-4)
+    sched = _schedule(torch, opt, steps)
+    t1, loss_avg = time.perf_counter(), float("nan")
+    net.train()
+    for step in range(steps):
+        idx = rng.integers(0, n, batch_size)
+        cells = rng.integers(0, (width - TRAIN_CROP) // stride + 1, batch_size)
+        x = _crop(torch, x_all, idx, cells * stride, TRAIN_CROP).to(dev)
+        h, o, m = (
+            _crop(torch, t, idx, cells, TRAIN_CROP // stride).to(dev) for t in (heat, offs, mask)
+        )
+        logits, offset = net(x)
+        l_heat = _focal_loss(torch, logits, h)
+        l_off = (torch.abs(offset - o) * m).sum() / m.sum().clamp(min=1.0)
+        loss = l_heat + l_off
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        loss_avg = loss.item() if step == 0 else 0.95 * loss_avg + 0.05 * loss.item()
+        if (step + 1) % max(steps // 10, 1) == 0:
+            log(f"detector step {step + 1}/{steps}: loss {loss_avg:.4f}")
+    t_train = time.perf_counter() - t1
+    path = export_detector(net, Path(out) / "detector.onnx")
+    return _finish(
+        "detector",
+        path,
+        pool_size=n,
+        net=net,
+        steps=steps,
+        seed=seed,
+        t_data=t_data,
+        t_train=t_train,
+        loss=loss_avg,
+        log=log,
+    )
+
+
+def train_classifier(
+    steps: int = 1500,
+    seed: int = 0,
+    out: str | Path = "models",
+    device: str = "cpu",
+    *,
+    batch_size: int = 32,
+    pool_size: int = 1200,
+    log: Callable[[str], None] = print,
+) -> TrainResult:
+    """Train the burst classifier and export ``out/classifier.onnx`` (+ manifest entry)."""
+    from drafts_ops.ml import data
+    from drafts_ops.ml.models import ClassifierNet
+
+    torch, dev = _setup(seed, device)
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    ft, dt, labels = data.classifier_pool(rng, pool_size)
+    t_data = time.perf_counter() - t0
+    log(
+        f"classifier: {len(labels)} simulated cutouts ({int(labels.sum())} bursts) "
+        f"in {t_data:.1f} s"
+    )
+    ft_all = torch.from_numpy(ft[:, None])
+    dt_all = torch.from_numpy(dt[:, None])
+    y_all = torch.from_numpy(labels.astype(np.float32))
+
+    net = ClassifierNet().to(dev)
+    opt = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-4)
+    sched = _schedule(torch, opt, steps)
+    lossf = torch.nn.BCEWithLogitsLoss()
+    t1, loss_avg = time.perf_counter(), float("nan")
+    net.train()
+    for step in range(steps):
+        idx = torch.from_numpy(rng.integers(0, len(labels), batch_size))
+        keep = torch.from_numpy((rng.random(batch_size) >= DM_TIME_DROPOUT).astype(np.float32))[
+            :, None, None, None
+        ]
+        logits = net(ft_all[idx].to(dev), (dt_all[idx] * keep).to(dev))
+        loss = lossf(logits, y_all[idx].to(dev))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        loss_avg = loss.item() if step == 0 else 0.95 * loss_avg + 0.05 * loss.item()
+        if (step + 1) % max(steps // 10, 1) == 0:
+            log(f"classifier step {step + 1}/{steps}: loss {loss_avg:.4f}")
+    t_train = time.perf_counter() - t1
+    path = export_classifier(net, Path(out) / "classifier.onnx")
+    return _finish(
+        "classifier",
+        path,
+        pool_size=len(labels),
+        net=net,
+        steps=steps,
+        seed=seed,
+        t_data=t_data,
+        t_train=t_train,
+        loss=loss_avg,
+        log=log,
+    )
+
+
+def _finish(kind, path, *, pool_size, net, steps, seed, t_data, t_train, loss, log) -> TrainResult:
+    from drafts_ops.ml.manifest import update_manifest
+
+    torch = require_torch()
+    update_manifest(
+        path.parent,
+        path.name,
+        steps=steps,
+        seed=seed,
+        pool_size=pool_size,
+        seconds_data=round(t_data, 1),
+        seconds_train=round(t_train, 1),
+        cpu_seconds=round(time.process_time(), 1),
+        final_loss=round(float(loss), 5),
+        torch=torch.__version__,
+        opset=OPSET,
+    )
+    size = path.stat().st_size
+    log(f"{kind}: wrote {path} ({size / 1024:.0f} kB), training {t_train:.0f} s")
+    return TrainResult(kind, path, steps, seed, t_data, t_train, float(loss), size, net)
+
+
+# -- export -------------------------------------------------------------------------------
+def _export(model, args: tuple, path: Path, *, inputs, outputs, dynamic_axes) -> Path:
+    from drafts_ops.atomic import atomic_path
+
+    torch = require_torch()
+    model.eval()
+    with atomic_path(path) as tmp, torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter's notice
+        torch.onnx.export(
+            model,
+            args,
+            str(tmp),
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_axes=dynamic_axes,
+            opset_version=OPSET,
+            dynamo=False,
+        )
+    return path
+
+
+def export_detector(net, path: str | Path) -> Path:
+    """Export a :class:`DetectorNet` as ONNX: input ``dm_time [B, 1, 64, W]`` (W % 16 == 0),
+    outputs ``heatmap [B, 1, 16, W/4]`` (0..1) and ``offset [B, 2, 16, W/4]`` (0..1)."""
+    from drafts_ops.ml.models import DetectorExport
+
+    torch = require_torch()
+    dummy = torch.zeros(1, 1, pp.DETECTOR_ROWS, 256)
+    axes = {
+        "dm_time": {0: "batch", 3: "width"},
+        "heatmap": {0: "batch", 3: "cells"},
+        "offset": {0: "batch", 3: "cells"},
+    }
+    return _export(
+        DetectorExport(net),
+        (dummy,),
+        Path(path),
+        inputs=["dm_time"],
+        outputs=["heatmap", "offset"],
+        dynamic_axes=axes,
+    )
+
+
+def export_classifier(net, path: str | Path) -> Path:
+    """Export a :class:`ClassifierNet` as ONNX: inputs ``freq_time`` and ``dm_time``
+    ``[B, 1, 64, 64]``, output ``probability [B]``."""
+    from drafts_ops.ml.models import ClassifierExport
+
+    torch = require_torch()
+    size = pp.CLASSIFIER_SIZE
+    dummy = (torch.zeros(1, 1, size, size), torch.zeros(1, 1, size, size))
+    axes = {"freq_time": {0: "batch"}, "dm_time": {0: "batch"}, "probability": {0: "batch"}}
+    return _export(
+        ClassifierExport(net),
+        dummy,
+        Path(path),
+        inputs=["freq_time", "dm_time"],
+        outputs=["probability"],
+        dynamic_axes=axes,
+    )
