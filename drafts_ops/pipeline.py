@@ -31,7 +31,7 @@ from drafts_ops.detect.preprocess import (
     static_mask,
 )
 from drafts_ops.detect.single_pulse import Giants, block_snr, giants_above, giants_at
-from drafts_ops.errors import DraftsError, ParameterError
+from drafts_ops.errors import ParameterError
 from drafts_ops.io import open_observation
 from drafts_ops.io.header import Header
 
@@ -85,6 +85,9 @@ class SearchConfig:
         Clustering linking lengths (samples, DM trials, log2 width).
     detector_threshold : float
         Minimum neural-detector heatmap score (0..1) of a detection.
+    classify : bool
+        Score every candidate (of any detector) with the shipped classifier; the
+        probability is written beside it (``classifier_prob``).
     classifier_threshold : float
         Probability from which a candidate counts as a burst.
     write_h5, write_plots : bool
@@ -116,6 +119,7 @@ class SearchConfig:
     dm_link: int = 20
     width_link: int = 3
     detector_threshold: float = 0.5
+    classify: bool = True
     classifier_threshold: float = 0.5
     write_h5: bool = True
     write_plots: bool = True
@@ -309,16 +313,18 @@ def merge_block_results(paths: Sequence[PathLike], plan: SearchPlan) -> list[Can
 def classify_candidates(
     candidates: Sequence[Candidate], path: PathLike, plan: SearchPlan, *, classifier: Any = None
 ) -> list[Candidate]:
-    """Attach the classifier's burst probability to each candidate (detector ml / both).
+    """Attach the classifier's burst probability to each candidate (any detector).
 
-    With ``detector="classical"`` the candidates are returned unchanged. ``classifier`` is
+    With ``config.classify`` off the candidates are returned unchanged. ``classifier`` is
     any object with ``predict(freq_time, dm_time) -> float`` (default: the shipped model
     from ``drafts_ops.ml.inference.load_classifier()``).
     """
-    if plan.config.detector == "classical" or not candidates:
+    if not plan.config.classify or not candidates:
         return list(candidates)
     if classifier is None:
-        classifier = _ml_inference().load_classifier()
+        from drafts_ops.ml.inference import load_classifier
+
+        classifier = load_classifier()
     out = []
     with open_observation(path) as reader:
         for cand in candidates:
@@ -457,18 +463,9 @@ def _dedisperse(data: np.ndarray, dm_plan: DMPlan, config: SearchConfig) -> np.n
     )
 
 
-def _ml_inference():
-    try:
-        from drafts_ops.ml import inference
-    except ImportError as err:
-        raise DraftsError(
-            "the neural detector/classifier (drafts_ops.ml.inference) is not available in "
-            f"this installation ({err}); use detector='classical'"
-        ) from None
-    return inference
-
-
 def _load_detector():
     """The neural detector: ``.detect(dm_time [ndm, nt], threshold=) -> peaks`` with
     ``dm_index``, ``sample`` (fractional, in the block's coordinates) and ``score``."""
-    return _ml_inference().load_detector()
+    from drafts_ops.ml.inference import load_detector
+
+    return load_detector()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from drafts_ops.dedisp.plan import delay_table
-from drafts_ops.errors import DraftsError, ParameterError
+from drafts_ops.errors import ParameterError
 from drafts_ops.io.header import Header
 from drafts_ops.io.sigproc import write_sigproc
 from drafts_ops.pipeline import (
@@ -97,23 +97,12 @@ def test_classifier_seam_and_ml_errors(synthetic_fil, tmp_path):
             return float(freq_time.mean(axis=1).max() > 0.5)
 
     fake = Fake()
-    assert classify_candidates(cands, synthetic_fil, plan, classifier=fake) == cands  # classical
-    both = dataclasses.replace(plan, config=dataclasses.replace(plan.config, detector="both"))
-    scored = classify_candidates(cands, synthetic_fil, both, classifier=fake)
+    unscored = dataclasses.replace(plan, config=dataclasses.replace(plan.config, classify=False))
+    assert classify_candidates(cands, synthetic_fil, unscored, classifier=fake) == cands
+    assert fake.shapes == []
+    scored = classify_candidates(cands, synthetic_fil, plan, classifier=fake)  # classical too
     assert [c.classifier_prob for c in scored] == [1.0, 1.0]
     assert fake.shapes == [((256, 256), (256, 256))] * 2
-
-
-def test_without_ml_module_the_ml_detector_is_a_clear_error(synthetic_fil, tmp_path):
-    try:
-        import drafts_ops.ml.inference  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("drafts_ops.ml.inference is installed")
-    plan = plan_search(synthetic_fil, SearchConfig(detector="ml", **FAST))
-    with pytest.raises(DraftsError, match="classical"):
-        process_block(synthetic_fil, plan, 0, tmp_path)
 
 
 @dataclasses.dataclass

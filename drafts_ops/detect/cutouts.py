@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from drafts_ops.dedisp.plan import delay_table
-from drafts_ops.dedisp.reference import dedisperse_reference
+from drafts_ops.dedisp.operator import dedisperse
+from drafts_ops.dedisp.plan import DMPlan, delay_table
 from drafts_ops.errors import ParameterError
 
 #: Image side of FETCH candidates (pixels).
@@ -123,10 +123,10 @@ def dm_time_cutout(  # noqa: PLR0917
     freqs = np.asarray(freqs_mhz, dtype=np.float64)
     factor = time_decimation_factor(width_samples)
     nwin = size * factor
-    delays = delay_table(np.linspace(0.0, 2.0 * float(dm), ndm), freqs, tsamp)
+    plan = DMPlan.build(np.linspace(0.0, 2.0 * float(dm), ndm), freqs, tsamp)
     start = int(sample) - nwin // 2
-    chunk = _window(data, start, nwin + int(delays.max()), chan_mask)
-    series = dedisperse_reference(chunk, delays)[:, :nwin]  # [ndm, nwin]
+    chunk = _window(data, start, nwin + plan.max_delay, chan_mask).astype(np.float32)
+    series = dedisperse(chunk, plan, mode="production")[:, :nwin]  # [ndm, nwin]
     return _standardise(series.reshape(ndm, size, factor).mean(axis=2))
 
 
