@@ -148,7 +148,7 @@ def test_too_short_observation_is_a_clear_error(synthetic_fil):
 
 
 def test_real_pulse_in_28fil(real_data, tmp_path):
-    """The GBT pulse: DM 475 +- 5, t = 2.029 +- 0.01 s, S/N >= 12, with every output."""
+    """The GBT pulse: DM 475 +- 5, t = 2.029 +- 0.01 s, S/N >= 12, classified a burst."""
     t0 = time.perf_counter()
     result = search_observation(
         real_data / "28.fil", tmp_path, SearchConfig(dm_max=1000.0, max_outputs=1)
@@ -159,6 +159,7 @@ def test_real_pulse_in_28fil(real_data, tmp_path):
     assert abs(best.tcand_s - 2.029) <= 0.01
     assert best.snr >= 12.0
     assert best.width_samples in (1, 2, 4)
+    assert best.classifier_prob is not None and best.classifier_prob >= 0.5  # a burst
     assert len(result.candidates) <= 3  # one real pulse; no flood of RFI candidates
     out = result.outputs
     assert out["csv"].exists() and out["cand"].exists() and out["png:0"].exists()
