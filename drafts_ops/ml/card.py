@@ -10,6 +10,39 @@ from drafts_ops.ml import preprocess as pp
 from drafts_ops.ml.evaluate import Evaluation, results_markdown, summary_at_8
 from drafts_ops.ml.manifest import read_manifest
 
+#: Heading of the section written by ``drafts evaluate search`` (drafts_ops/evaluation.py);
+#: :func:`write_model_card` keeps it when it regenerates the rest of the card.
+SEARCH_SECTION = "## End-to-end search evaluation"
+
+
+def find_section(text: str, heading: str = SEARCH_SECTION) -> str | None:
+    """The section of markdown ``text`` that starts with the line ``heading``, up to the
+    next heading of the same level (or the end), without trailing blank lines; ``None``
+    when absent."""
+    lines = text.splitlines()
+    if heading not in lines:
+        return None
+    start = lines.index(heading)
+    level = heading.split(" ", 1)[0] + " "
+    stop = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(level)),
+                len(lines))  # fmt: skip
+    return "\n".join(lines[start:stop]).rstrip() + "\n"
+
+
+def with_section(text: str, section: str, *, before: str = "## Limits") -> str:
+    """``text`` with ``section`` (starting with its heading line) in place of the section of
+    the same heading, or inserted before the heading ``before`` (appended when absent)."""
+    heading = section.splitlines()[0]
+    section = section.rstrip() + "\n"
+    old = find_section(text, heading)
+    if old is not None:
+        return text.replace(old.rstrip(), section.rstrip(), 1)
+    lines = text.splitlines(keepends=True)
+    at = next((i for i, line in enumerate(lines) if line.rstrip("\n") == before), None)
+    if at is None:
+        return text.rstrip() + "\n\n" + section
+    return "".join(lines[:at]) + section + "\n" + "".join(lines[at:])
+
 
 def _training_table(manifest: dict) -> str:
     rows = [
@@ -134,4 +167,9 @@ def write_model_card(folder: Path, ev: Evaluation) -> Path:
     for name, info in manifest["models"].items():
         path = folder / name
         info["size_bytes"] = path.stat().st_size if path.exists() else 0
-    return write_text_atomic(folder / "MODEL_CARD.md", model_card(manifest, ev))
+    text = model_card(manifest, ev)
+    card = folder / "MODEL_CARD.md"
+    kept = find_section(card.read_text(encoding="utf-8")) if card.exists() else None
+    if kept is not None:  # the search-level evaluation is measured by another command
+        text = with_section(text, kept)
+    return write_text_atomic(card, text)

@@ -1,0 +1,202 @@
+"""End-to-end search evaluation: matching, tables, model-card section, a tiny full run."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from drafts_ops.cli import build_parser
+from drafts_ops.dedisp.plan import DMPlan, dispersion_delay_s
+from drafts_ops.detect.candidates import Candidate
+from drafts_ops.errors import ParameterError
+from drafts_ops.evaluation import (
+    CONFIGURATIONS,
+    Band,
+    EvaluationSetup,
+    InjectedBurst,
+    card_section,
+    evaluate_observations,
+    match_candidates,
+    match_tolerances,
+    rfi_cause,
+    update_model_card,
+    write_results,
+)
+from drafts_ops.ml.card import SEARCH_SECTION, find_section, with_section
+from drafts_ops.simulate import BurstSpec, RFISpec, SimulationConfig
+
+BAND = Band(tsamp=1e-3, fmin_mhz=1200.0, fmax_mhz=1500.0)
+TRIALS = np.arange(0.0, 1000.0, 5.0)  # 5 pc cm^-3 apart
+TINY = {"nchans": 64, "fch1": 1500.0, "foff": -4.0, "tsamp": 1e-3, "duration_s": 6.0}
+SWEEP_PER_DM = float(dispersion_delay_s(1.0, 1200.0, 1500.0))  # s per pc cm^-3
+
+
+def cand(t: float, dm: float, snr: float = 10.0, prob: float | None = None) -> Candidate:
+    sample = round(t / BAND.tsamp)
+    return Candidate(tcand_s=t, dm=dm, snr=snr, width_samples=4, width_s=4e-3,
+                     dm_index=0, sample=sample, classifier_prob=prob)  # fmt: skip
+
+
+def test_tolerances_follow_width_and_dm_spacing():
+    narrow = InjectedBurst(t_s=1.0, dm=500.0, snr=10.0, width_s=0.5e-3, boxcar_width_s=1e-3)
+    t_tol, dm_tol = match_tolerances(narrow, BAND, TRIALS)
+    assert t_tol == pytest.approx(4e-3)  # four samples
+    assert dm_tol == pytest.approx(max(4e-3 / SWEEP_PER_DM, 10.0))  # two 5-unit trials
+    wide = InjectedBurst(t_s=1.0, dm=500.0, snr=10.0, width_s=20e-3, scattering_s=30e-3,
+                         boxcar_width_s=40e-3)  # fmt: skip
+    t_tol, dm_tol = match_tolerances(wide, BAND, TRIALS)
+    assert t_tol == pytest.approx(50e-3)  # width + scattering beats the best boxcar
+    assert dm_tol == pytest.approx(50e-3 / SWEEP_PER_DM)  # ~48 pc cm^-3, more than 2 trials
+
+
+def test_matching_on_hand_made_candidates():
+    bursts = [
+        InjectedBurst(t_s=1.0, dm=300.0, snr=12.0, width_s=1e-3),
+        InjectedBurst(t_s=3.0, dm=600.0, snr=9.0, width_s=1e-3),
+        InjectedBurst(t_s=5.0, dm=100.0, snr=20.0, width_s=1e-3),
+    ]
+    cands = [
+        cand(1.002, 303.0, snr=11.0, prob=0.9),  # burst 0: 2 samples late, DM +3 (< 10)
+        cand(1.001, 308.0, snr=12.5, prob=0.2),  # burst 0 again, brighter, not a burst
+        cand(3.000, 615.0, prob=0.99),  # DM off by 15 > 10: misses burst 1
+        cand(3.010, 600.0, prob=0.99),  # 10 samples late > 4: misses burst 1
+        cand(5.003, 100.0, prob=0.1),  # burst 2, classifier says no
+        cand(2.000, 0.0, prob=0.0),  # RFI at DM 0
+    ]
+    m = match_candidates(bursts, cands, BAND, TRIALS)
+    assert m.owner.tolist() == [0, 0, -1, -1, 2, -1]
+    assert m.found.tolist() == [True, False, True]
+    assert m.found_classified.tolist() == [True, False, False]
+    assert m.best.tolist() == [1, -1, 4]
+    assert m.unmatched == 3
+    # a threshold of 0.05 lets burst 2 through the classifier
+    assert match_candidates(bursts, cands, BAND, TRIALS, threshold=0.05).found_classified[2]
+    # without classifier probabilities nothing is found after classification
+    plain = [c.replace(classifier_prob=None) for c in cands]
+    assert not match_candidates(bursts, plain, BAND, TRIALS).found_classified.any()
+    empty = match_candidates(bursts, [], BAND, TRIALS)
+    assert empty.found.tolist() == [False] * 3 and empty.owner.size == 0
+
+
+def test_candidate_between_two_bursts_goes_to_the_nearer():
+    bursts = [InjectedBurst(t_s=1.0, dm=300.0, snr=10.0, width_s=8e-3),
+              InjectedBurst(t_s=1.012, dm=300.0, snr=10.0, width_s=8e-3)]  # fmt: skip
+    m = match_candidates(bursts, [cand(1.008, 300.0)], BAND, TRIALS)
+    assert m.owner.tolist() == [1]
+
+
+def test_rfi_cause():
+    rows = [
+        {"kind": "rfi_impulsive", "tcand_s": 2.0, "duration_s": None},
+        {"kind": "rfi_drifting", "tcand_s": 10.0, "duration_s": 1.0},
+        {"kind": "rfi_persistent", "tcand_s": 0.0, "duration_s": 60.0},
+    ]
+    assert rfi_cause(cand(2.001, 0.0), rows, BAND) == "impulsive"
+    # at DM 200 the impulse (undispersed) lies inside the candidate's sweep
+    assert rfi_cause(cand(2.0 - 0.1, 200.0), rows, BAND) == "impulsive"
+    assert rfi_cause(cand(10.5, 300.0), rows, BAND) == "drifting"
+    assert rfi_cause(cand(30.0, 5.0), rows, BAND) == "persistent"
+    assert rfi_cause(cand(30.0, 500.0), rows, BAND) == "noise"
+
+
+def test_setup_validation():
+    with pytest.raises(ParameterError, match="nothing to evaluate"):
+        EvaluationSetup(per_bin=0, noise_minutes=0)
+    with pytest.raises(ParameterError, match="noise minutes"):
+        EvaluationSetup(noise_minutes=-1)
+
+
+def test_card_section_replaced_inserted_appended():
+    card = "# Card\n\nintro\n\n## Validation\n\nnumbers\n\n## Limits\n\nsome\n"
+    section = f"{SEARCH_SECTION}\n\nfirst table\n"
+    once = with_section(card, section)
+    assert once.index(SEARCH_SECTION) < once.index("## Limits")
+    assert find_section(once) == section
+    assert once.replace(section + "\n", "") == card  # nothing else changed
+    twice = with_section(once, f"{SEARCH_SECTION}\n\nsecond table\n")
+    assert "first table" not in twice and twice.count(SEARCH_SECTION) == 1
+    assert find_section(twice) == f"{SEARCH_SECTION}\n\nsecond table\n"
+    assert with_section("# Card\n", section) == "# Card\n\n" + section
+    assert find_section(card) is None
+
+
+def test_regenerated_card_keeps_the_search_section(tmp_path):
+    from drafts_ops.ml.card import write_model_card
+    from drafts_ops.ml.evaluate import DETECTOR_THRESHOLDS, Evaluation, _bins
+
+    models = Path(__file__).resolve().parents[1] / "models"
+    shutil.copy(models / "manifest.json", tmp_path / "manifest.json")
+    section = f"{SEARCH_SECTION}\n\n| measured | 1 |\n"
+    (tmp_path / "MODEL_CARD.md").write_text(f"# old\n\n{section}\n## Limits\n\nx\n")
+    six = [0.5] * 6
+    ev = Evaluation(seed=1, snr_bins=_bins(), classifier_recall=six,
+                    classifier_recall_ft_only=six, classifier_fp={"noise": 0.0},
+                    detector_recall=dict.fromkeys(DETECTOR_THRESHOLDS, six),
+                    pipeline_recall=dict.fromkeys(DETECTOR_THRESHOLDS, six),
+                    detector_fp_per_min=dict.fromkeys(DETECTOR_THRESHOLDS, 1.0),
+                    pipeline_fp_per_min=dict.fromkeys(DETECTOR_THRESHOLDS, 0.1))  # fmt: skip
+    text = write_model_card(tmp_path, ev).read_text()
+    assert find_section(text) == section
+    assert text.index(SEARCH_SECTION) < text.index("## Limits")
+    assert "# old" not in text and "sha256" in text
+
+
+def test_cli_parses_evaluate_search():
+    args = build_parser().parse_args(
+        ["evaluate", "search", "--minutes", "2", "--seed", "5", "--out", "x"]
+    )
+    assert (args.target, args.minutes, args.seed, args.out) == ("search", 2.0, 5, Path("x"))
+
+
+@pytest.fixture(scope="module")
+def tiny_evaluation():
+    """One 6 s observation with two S/N 20 bursts, one 6 s file of noise with impulses."""
+    bursts = (BurstSpec(t_s=1.5, dm=120.0, snr=20.0, width_s=2e-3),
+              BurstSpec(t_s=3.5, dm=250.0, snr=20.0, width_s=1e-3, scattering_s=1e-3))  # fmt: skip
+    burst_sim = SimulationConfig(**TINY, bursts=bursts, seed=11)
+    noise_sim = SimulationConfig(**TINY, rfi=(RFISpec(kind="impulsive", count=3),), seed=12)
+    setup = EvaluationSetup(per_bin=2, noise_minutes=0.1, dm_max=300.0)
+    return evaluate_observations(setup, [burst_sim], [noise_sim])
+
+
+def test_tiny_evaluation_finds_both_bursts(tiny_evaluation, tmp_path):
+    ev = tiny_evaluation
+    names = [name for name, *_ in CONFIGURATIONS]
+    table = ev.recall_table()
+    assert [(r["snr_lo"], r["snr_hi"]) for r in table] == [
+        (6.0, 8.0), (8.0, 10.0), (10.0, 12.0), (12.0, 15.0), (15.0, 20.0), (20.0, 30.0)
+    ]  # fmt: skip
+    assert [r["n"] for r in table] == [0, 0, 0, 0, 0, 2]
+    assert all(table[-1][n] == 1.0 for n in names)
+    assert all(math.isnan(table[0][n]) for n in names)
+    assert ev.recall_at_least(8.0) == dict.fromkeys(names, 1.0)
+    for burst in ev.bursts:
+        match = burst["classical_match"]
+        assert abs(match["dm"] - burst["dm"]) < 15 and match["snr"] > 12
+    # the three DM-0 impulses are found by the classical search, removed by the classifier
+    assert ev.false_positives["classical"] >= 1
+    assert ev.false_positives["classical + classifier"] == 0
+    assert ev.fp_causes["classical"].get("impulsive", 0) == ev.false_positives["classical"]
+    header = SimulationConfig(**TINY).header()
+    max_delay = DMPlan.from_header(header, 0.0, 300.0, None, dm_tol=1.25).max_delay
+    assert ev.noise_minutes == pytest.approx((6000 - max_delay) * 1e-3 / 60)
+    paths = write_results(ev, tmp_path)
+    saved = json.loads(paths["json"].read_text())
+    assert saved["recall"][-1]["classical"] == 1.0 and len(saved["bursts"]) == 2
+    text = paths["markdown"].read_text()
+    assert "| 20-30 | 2 | 1.00 | 1.00 | 1.00 | 1.00 |" in text
+
+
+def test_model_card_gets_the_section(tiny_evaluation, tmp_path):
+    card = tmp_path / "MODEL_CARD.md"
+    card.write_text("# Models\n\nsha256 `abc`\n\n## Limits\n\nsome\n")
+    update_model_card(tiny_evaluation, card)
+    update_model_card(tiny_evaluation, card)
+    text = card.read_text()
+    assert text.count(SEARCH_SECTION) == 1 and "sha256 `abc`" in text
+    assert find_section(text) == card_section(tiny_evaluation)
