@@ -85,6 +85,11 @@ class SearchConfig:
         Clustering linking lengths (samples, DM trials, log2 width).
     detector_threshold : float
         Minimum neural-detector heatmap score (0..1) of a detection.
+    ml_min_snr : float
+        Neural-detector peaks whose best boxcar S/N (within 2 samples and one DM trial)
+        is below this are dropped: on noise the detector fires at S/N 1-5, and the
+        classifier passes some of those (``drafts evaluate search`` measured ~4 per
+        minute before this floor).
     classify : bool
         Score every candidate (of any detector) with the shipped classifier; the
         probability is written beside it (``classifier_prob``).
@@ -119,6 +124,7 @@ class SearchConfig:
     dm_link: int = 20
     width_link: int = 3
     detector_threshold: float = 0.5
+    ml_min_snr: float = 5.0
     classify: bool = True
     classifier_threshold: float = 0.5
     write_h5: bool = True
@@ -141,8 +147,8 @@ class SearchConfig:
         for name in ("block_size", "max_width_samples", "time_decimation", "freq_decimation"):
             if int(getattr(self, name)) < 1:
                 problems.append(f"{name} = {getattr(self, name)} (must be >= 1)")
-        if not self.snr_threshold > 0 or not self.baseline_s > 0:
-            problems.append("snr_threshold and baseline_s must be positive")
+        if not (self.snr_threshold > 0 and self.baseline_s > 0 and self.ml_min_snr >= 0):
+            problems.append("snr_threshold and baseline_s must be positive, ml_min_snr >= 0")
         for name in ("detector_threshold", "classifier_threshold"):
             if not 0 <= getattr(self, name) <= 1:
                 problems.append(f"{name} = {getattr(self, name)} (must be in 0..1)")
@@ -292,8 +298,9 @@ def process_block(path: PathLike, plan: SearchPlan, block_index: int, work_dir: 
         cols = np.array([p.sample for p in peaks], np.float64)
         owned = (cols >= keep[0] - 0.5) & (cols < keep[1] - 0.5)
         scores = np.array([p.score for p in peaks], np.float32)[owned]
-        parts.append(giants_at(snr, width, dms[owned], cols[owned], scores,
-                               sample_offset=block.read_start))  # fmt: skip
+        ml = giants_at(snr, width, dms[owned], cols[owned], scores,
+                       sample_offset=block.read_start)  # fmt: skip
+        parts.append(ml.select(ml.snr >= cfg.ml_min_snr))
     return Giants.concatenate(parts).save(Path(work_dir) / f"block_{block_index:05d}.npz")
 
 

@@ -43,6 +43,8 @@ def synthetic_fil(tmp_path_factory):
 def test_config_validation():
     with pytest.raises(ParameterError, match="detector"):
         SearchConfig(detector="neural")
+    with pytest.raises(ParameterError, match="ml_min_snr"):
+        SearchConfig(ml_min_snr=-1.0)
     with pytest.raises(ParameterError, match="DM range"):
         SearchConfig(dm_min=10.0, dm_max=5.0)
     with pytest.raises(ParameterError, match="unknown"):
@@ -128,7 +130,7 @@ class _FakeDetector:
 
 @pytest.mark.parametrize("detector", ["ml", "both"])
 def test_neural_detector_seam(synthetic_fil, tmp_path, monkeypatch, detector):
-    plan = plan_search(synthetic_fil, SearchConfig(detector=detector, **FAST))
+    plan = plan_search(synthetic_fil, SearchConfig(detector=detector, ml_min_snr=0.0, **FAST))
     monkeypatch.setattr(
         "drafts_ops.pipeline._load_detector", lambda: _FakeDetector(plan, plan.blocks[0])
     )
@@ -140,6 +142,11 @@ def test_neural_detector_seam(synthetic_fil, tmp_path, monkeypatch, detector):
     assert len(blip) == 1 and blip[0].snr < 6.5  # kept with its (low) boxcar S/N
     if detector == "ml":
         assert len(cands) == 3 and all(c.detector_score is not None for c in cands)
+    # by default (ml_min_snr 5) a detector peak without boxcar S/N behind it is dropped
+    floored = dataclasses.replace(plan, config=dataclasses.replace(plan.config, ml_min_snr=5.0))
+    cands = merge_block_results([process_block(synthetic_fil, floored, 0, tmp_path)], floored)
+    assert not [c for c in cands if c.detector_score == pytest.approx(0.6)]
+    assert sum(c.detector_score == pytest.approx(0.9) for c in cands) == 2
 
 
 def test_too_short_observation_is_a_clear_error(synthetic_fil):
