@@ -6,7 +6,7 @@ Held-out simulated observations (a seed never used in training) go through
 * **recall** — files with several bursts each (DM, width, scattering, spectrum drawn at
   random; injected S/N uniform within each bin of :data:`SNR_EDGES`, the same number per
   bin), searched with the classical detector and with ``both``; a burst is found when a
-  candidate lies within the tolerances of :func:`match_tolerances`, and found *after
+  candidate lies within the tolerances of :func:`match_window`, and found *after
   classification* when such a candidate has ``classifier_prob >= 0.5``;
 * **false positives** — 60 s files of noise with every RFI kind (random strengths), where
   every candidate is false; counted per minute of searched data before and after
@@ -127,7 +127,7 @@ class EvaluationSetup:
 
 @dataclass(frozen=True, kw_only=True)
 class InjectedBurst:
-    """One injected burst as the truth table gives it (s, pc cm^-3)."""
+    """One injected burst as the truth table gives it (s, pc cm^-3, MHz)."""
 
     t_s: float
     dm: float
@@ -135,6 +135,8 @@ class InjectedBurst:
     width_s: float
     scattering_s: float = 0.0
     boxcar_width_s: float = 0.0
+    band_centre_mhz: float | None = None
+    band_fwhm_mhz: float | None = None
 
     @classmethod
     def from_truth_row(cls, row: dict[str, Any]) -> InjectedBurst:
@@ -146,6 +148,8 @@ class InjectedBurst:
             width_s=float(row["width_s"] or 0.0),
             scattering_s=float(row["scattering_s"] or 0.0),
             boxcar_width_s=float(row["boxcar_width_s"] or 0.0),
+            band_centre_mhz=row.get("band_centre_mhz"),
+            band_fwhm_mhz=row.get("band_fwhm_mhz"),
         )
 
 
@@ -158,25 +162,75 @@ class Band:
     fmax_mhz: float
 
 
-def match_tolerances(
-    burst: InjectedBurst, band: Band, dm_trials: np.ndarray
-) -> tuple[float, float]:
-    """Largest time (s) and DM (pc cm^-3) offsets of a candidate that finds ``burst``.
+@dataclass(frozen=True)
+class MatchWindow:
+    """Where a candidate of a burst may lie (see :func:`match_window`).
 
-    With ``w = max(best boxcar, width + scattering)`` the effective width: time within
-    ``max(w, 4 samples)``; DM within the error that sweeps the band by ``w`` (the S/N then
-    drops by at most ~30 %), but at least two DM-trial spacings at the burst's DM.
+    ``t_tol`` (s) and ``dm_tol`` (pc cm^-3): tolerances; ``f_lo``, ``f_hi`` (MHz): the band
+    in which the burst emits (half-power points of a band-limited burst, else the band).
     """
-    width = max(burst.boxcar_width_s, burst.width_s + burst.scattering_s)
+
+    t_tol: float
+    dm_tol: float
+    f_lo: float
+    f_hi: float
+
+
+def emission_band(burst: InjectedBurst, band: Band) -> tuple[float, float]:
+    """Frequencies (MHz) where the burst emits: its envelope's half-power points inside the
+    band (at least a quarter of the band wide), or the whole band."""
+    lo, hi = band.fmin_mhz, band.fmax_mhz
+    if burst.band_centre_mhz is None or burst.band_fwhm_mhz is None:
+        return lo, hi
+    half = burst.band_fwhm_mhz / 2.0
+    f_lo = float(np.clip(burst.band_centre_mhz - half, lo, hi))
+    f_hi = float(np.clip(burst.band_centre_mhz + half, lo, hi))
+    quarter = (hi - lo) / 4.0
+    if f_hi - f_lo < quarter:  # envelope mostly outside the band: its edge emits
+        f_lo, f_hi = (lo, lo + quarter) if f_hi <= lo + quarter else (hi - quarter, hi)
+    return f_lo, f_hi
+
+
+def match_window(burst: InjectedBurst, band: Band, dm_trials: np.ndarray) -> MatchWindow:
+    """Tolerances of a match with ``burst``.
+
+    With ``w`` the effective width — the largest of the best boxcar and the intrinsic width
+    plus the scattering time at the bottom of the emitting band — the time tolerance is
+    ``max(w, 4 samples)`` and the DM tolerance the DM error that sweeps the emitting band
+    by ``w`` (the S/N then drops by at most ~30 %), but at least two DM-trial spacings at
+    the burst's DM.
+    """
+    f_lo, f_hi = emission_band(burst, band)
+    scattering = burst.scattering_s * (band.fmax_mhz / f_lo) ** 4
+    width = max(burst.boxcar_width_s, burst.width_s + scattering)
     t_tol = max(width, MIN_TIME_TOL_SAMPLES * band.tsamp)
-    sweep_per_dm = float(dispersion_delay_s(1.0, band.fmin_mhz, band.fmax_mhz))
+    sweep_per_dm = float(dispersion_delay_s(1.0, f_lo, f_hi))
     trials = np.asarray(dm_trials, np.float64)
+    step = 0.0
     if trials.size > 1:
         i = int(np.clip(np.searchsorted(trials, burst.dm), 1, trials.size - 1))
         step = float(trials[i] - trials[i - 1])
-    else:
-        step = 0.0
-    return t_tol, max(t_tol / sweep_per_dm, MIN_DM_TOL_TRIALS * step)
+    return MatchWindow(t_tol, max(t_tol / sweep_per_dm, MIN_DM_TOL_TRIALS * step), f_lo, f_hi)
+
+
+def match_distance(
+    burst: InjectedBurst, window: MatchWindow, band: Band, t_s: np.ndarray, dm: np.ndarray
+) -> np.ndarray:
+    """Distance of candidates at ``(t_s, dm)`` from ``burst`` in units of the tolerances
+    (a match is <= 1).
+
+    A candidate at a DM off by ``d`` sees the burst's emission at frequency ``f`` shifted
+    by ``-K d (f^-2 - f_top^-2)`` relative to the top of the band, where its time is
+    referenced; so its time offset is measured from the interval these shifts span over
+    the emitting band (a band-limited burst at the bottom of the band is found at a lower
+    DM and a later time, or a higher DM and an earlier time).
+    """
+    d_dm = np.asarray(dm, np.float64) - burst.dm
+    d_t = np.asarray(t_s, np.float64) - burst.t_s
+    a = -d_dm * dispersion_delay_s(1.0, window.f_lo, band.fmax_mhz)
+    b = -d_dm * dispersion_delay_s(1.0, window.f_hi, band.fmax_mhz)
+    off = np.maximum(np.minimum(a, b) - d_t, 0.0) + np.maximum(d_t - np.maximum(a, b), 0.0)
+    return np.maximum(off / window.t_tol, np.abs(d_dm) / window.dm_tol)
 
 
 @dataclass(frozen=True)
@@ -206,17 +260,15 @@ def match_candidates(
     *,
     threshold: float = CLASSIFIER_THRESHOLD,
 ) -> Matches:
-    """Match candidates to injected bursts (each candidate to the nearest burst in units
-    of the tolerances of :func:`match_tolerances`, when within them)."""
+    """Match candidates to injected bursts: each candidate to the burst of smallest
+    :func:`match_distance`, when that is <= 1."""
     nb, nc = len(bursts), len(candidates)
     owner = np.full(nc, -1, np.int64)
     if nb and nc:
-        tol = np.array([match_tolerances(b, band, dm_trials) for b in bursts])
-        bt = np.array([[b.t_s, b.dm] for b in bursts])
-        ct = np.array([[c.tcand_s, c.dm] for c in candidates])
-        dist = np.maximum(
-            np.abs(ct[None, :, 0] - bt[:, None, 0]) / tol[:, 0, None],
-            np.abs(ct[None, :, 1] - bt[:, None, 1]) / tol[:, 1, None],
+        t = np.array([c.tcand_s for c in candidates])
+        dm = np.array([c.dm for c in candidates])
+        dist = np.stack(
+            [match_distance(b, match_window(b, band, dm_trials), band, t, dm) for b in bursts]
         )
         nearest = np.argmin(dist, axis=0)
         ok = dist[nearest, np.arange(nc)] <= 1.0
@@ -576,8 +628,9 @@ def results_markdown(ev: SearchEvaluation) -> str:
         f"{s.scattering_range_s[1] * 1e3:g} ms at the top of the band), spectral index "
         f"{s.spectral_index_range[0]:g}..{s.spectral_index_range[1]:g}, "
         f"{s.band_limited_fraction:.0%} band-limited. A burst is found when a candidate lies "
-        "within max(width, 4 samples) in time and within the DM error that sweeps the band "
-        "by that width (at least 2 DM trials).",
+        "within the DM error that sweeps the emitting band by max(width, 4 samples) (at least "
+        "2 DM trials), and within that width in time of where that DM error moves the "
+        "emission (`drafts_ops.evaluation.match_distance`).",
         "",
         "| injected S/N | n | " + " | ".join(names) + " |",
         "|---" * (len(names) + 2) + "|",

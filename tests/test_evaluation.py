@@ -20,9 +20,11 @@ from drafts_ops.evaluation import (
     EvaluationSetup,
     InjectedBurst,
     card_section,
+    emission_band,
     evaluate_observations,
     match_candidates,
-    match_tolerances,
+    match_distance,
+    match_window,
     rfi_cause,
     update_model_card,
     write_results,
@@ -42,16 +44,36 @@ def cand(t: float, dm: float, snr: float = 10.0, prob: float | None = None) -> C
                      dm_index=0, sample=sample, classifier_prob=prob)  # fmt: skip
 
 
-def test_tolerances_follow_width_and_dm_spacing():
+def test_window_follows_width_scattering_and_dm_spacing():
     narrow = InjectedBurst(t_s=1.0, dm=500.0, snr=10.0, width_s=0.5e-3, boxcar_width_s=1e-3)
-    t_tol, dm_tol = match_tolerances(narrow, BAND, TRIALS)
-    assert t_tol == pytest.approx(4e-3)  # four samples
-    assert dm_tol == pytest.approx(max(4e-3 / SWEEP_PER_DM, 10.0))  # two 5-unit trials
+    w = match_window(narrow, BAND, TRIALS)
+    assert w.t_tol == pytest.approx(4e-3)  # four samples
+    assert w.dm_tol == pytest.approx(max(4e-3 / SWEEP_PER_DM, 10.0))  # two 5-unit trials
+    assert (w.f_lo, w.f_hi) == (1200.0, 1500.0)
     wide = InjectedBurst(t_s=1.0, dm=500.0, snr=10.0, width_s=20e-3, scattering_s=30e-3,
                          boxcar_width_s=40e-3)  # fmt: skip
-    t_tol, dm_tol = match_tolerances(wide, BAND, TRIALS)
-    assert t_tol == pytest.approx(50e-3)  # width + scattering beats the best boxcar
-    assert dm_tol == pytest.approx(50e-3 / SWEEP_PER_DM)  # ~48 pc cm^-3, more than 2 trials
+    w = match_window(wide, BAND, TRIALS)
+    width = 20e-3 + 30e-3 * (1500 / 1200) ** 4  # scattering at the bottom of the band
+    assert w.t_tol == pytest.approx(width)
+    assert w.dm_tol == pytest.approx(width / SWEEP_PER_DM)  # ~90 pc cm^-3, more than 2 trials
+
+
+def test_band_limited_burst_window_uses_its_emitting_band():
+    low = InjectedBurst(t_s=1.0, dm=700.0, snr=20.0, width_s=1e-3, boxcar_width_s=4e-3,
+                        band_centre_mhz=1230.0, band_fwhm_mhz=80.0)  # fmt: skip
+    assert emission_band(low, BAND) == (1200.0, 1275.0)  # clipped, at least a quarter band
+    off_band = InjectedBurst(t_s=1.0, dm=700.0, snr=20.0, width_s=1e-3,
+                             band_centre_mhz=1100.0, band_fwhm_mhz=100.0)  # fmt: skip
+    assert emission_band(off_band, BAND) == (1200.0, 1275.0)
+    w = match_window(low, BAND, TRIALS)
+    sweep = float(dispersion_delay_s(1.0, 1200.0, 1275.0))
+    assert w.dm_tol == pytest.approx(max(4e-3 / sweep, 10.0))
+    # found 11 units low, the emission at ~1240 MHz arrives later by K * 11 * (f^-2 - top^-2)
+    late = 11.0 * float(dispersion_delay_s(1.0, 1240.0, 1500.0))
+    d = match_distance(low, w, BAND, np.array([1.0 + late, 1.0 - late]), np.array([689.0] * 2))
+    assert d[0] <= 1.0 < d[1]  # later at a lower DM matches; earlier does not
+    m = match_candidates([low], [cand(1.0 + late, 689.0)], BAND, TRIALS)
+    assert m.found.tolist() == [True]
 
 
 def test_matching_on_hand_made_candidates():
@@ -61,19 +83,22 @@ def test_matching_on_hand_made_candidates():
         InjectedBurst(t_s=5.0, dm=100.0, snr=20.0, width_s=1e-3),
     ]
     cands = [
-        cand(1.002, 303.0, snr=11.0, prob=0.9),  # burst 0: 2 samples late, DM +3 (< 10)
+        cand(1.001, 303.0, snr=11.0, prob=0.9),  # burst 0: 1 sample late, DM +3 (< 10)
         cand(1.001, 308.0, snr=12.5, prob=0.2),  # burst 0 again, brighter, not a burst
         cand(3.000, 615.0, prob=0.99),  # DM off by 15 > 10: misses burst 1
         cand(3.010, 600.0, prob=0.99),  # 10 samples late > 4: misses burst 1
+        cand(2.985, 609.0, prob=0.99),  # DM +9 explains <= 9.3 ms early, not 15 ms
         cand(5.003, 100.0, prob=0.1),  # burst 2, classifier says no
         cand(2.000, 0.0, prob=0.0),  # RFI at DM 0
     ]
     m = match_candidates(bursts, cands, BAND, TRIALS)
-    assert m.owner.tolist() == [0, 0, -1, -1, 2, -1]
+    assert m.owner.tolist() == [0, 0, -1, -1, -1, 2, -1]
     assert m.found.tolist() == [True, False, True]
     assert m.found_classified.tolist() == [True, False, False]
-    assert m.best.tolist() == [1, -1, 4]
-    assert m.unmatched == 3
+    assert m.best.tolist() == [1, -1, 5]
+    assert m.unmatched == 4
+    # the same DM +9 candidate 6 ms early (within the shift its DM error explains) matches
+    assert match_candidates(bursts, [cand(2.994, 609.0)], BAND, TRIALS).found[1]
     # a threshold of 0.05 lets burst 2 through the classifier
     assert match_candidates(bursts, cands, BAND, TRIALS, threshold=0.05).found_classified[2]
     # without classifier probabilities nothing is found after classification
