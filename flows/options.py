@@ -102,6 +102,10 @@ class SearchOptions(_Options):
     auto_mask: bool = Field(_default("auto_mask"), description="mask outlier channels")
     time_decimation: int = Field(_default("time_decimation"), ge=1, description="samples averaged")
     freq_decimation: int = Field(_default("freq_decimation"), ge=1, description="channels averaged")
+    decimate: bool = Field(
+        _default("decimate"),
+        description="per-DM time decimation, Heimdall/DDplan rule (production mode only)",
+    )
     write_h5: bool = Field(_default("write_h5"), description="write FETCH .h5 candidate files")
     write_plots: bool = Field(_default("write_plots"), description="write candidate PNGs")
     max_outputs: int = Field(
