@@ -147,10 +147,15 @@ class SearchConfig:
         for name in ("detector_threshold", "classifier_threshold"):
             if not 0 <= getattr(self, name) <= 1:
                 problems.append(f"{name} = {getattr(self, name)} (must be in 0..1)")
-        if self.decimate and self.dedisp_mode != "production":
-            problems.append("decimate needs dedisp_mode 'production' (the prototype ignores it)")
-        if self.max_outputs < 0:
-            problems.append(f"max_outputs = {self.max_outputs}")
+        problems += [
+            text
+            for bad, text in (
+                (self.decimate and self.dedisp_mode != "production",
+                 "decimate needs dedisp_mode 'production' (the prototype ignores it)"),
+                (self.max_outputs < 0, f"max_outputs = {self.max_outputs}"),
+            )
+            if bad
+        ]  # fmt: skip
         if problems:
             raise ParameterError("bad search configuration: " + "; ".join(problems))
 

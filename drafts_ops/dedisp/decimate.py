@@ -14,7 +14,7 @@ from numba import float32, njit, prange
 
 
 @njit(parallel=True, fastmath=True, cache=True)
-def decimate_time(data, ratio, data_factor, nsamp_raw, out):  # noqa: PLR0917
+def decimate_time(data, ratio, data_factor, nsamp_raw, out):
     """``out[b, c, j]`` = mean of the raw samples under ``data[b, c, ratio*j : ratio*(j+1)]``.
 
     ``data`` averages ``data_factor`` raw samples per sample (1 for the input itself) of a

@@ -142,7 +142,7 @@ def _trials_for(plan: DMPlan, factor: int, index: np.ndarray) -> Trials:
     return Trials(delays, plan.dms[index], plan.freqs, plan.tsamp * factor, plan, factor)
 
 
-def _coarser(level, level_factor: int, factor: int, nsamp: int, ctx: Context, plan: DMPlan):
+def _coarser(level, level_factor: int, factor: int, *, nsamp: int, ctx: Context, plan: DMPlan):
     """``level`` (averaged over ``level_factor`` samples) averaged over ``factor`` samples."""
     ratio = factor // level_factor
     if factor % level_factor:
@@ -177,7 +177,7 @@ def run_production(kernel):
         level, level_factor = data, 1
         for factor, index in groups:  # increasing factors: each level decimates the last
             if factor > 1:
-                level = _coarser(level, level_factor, factor, nsamp, ctx, plan)
+                level = _coarser(level, level_factor, factor, nsamp=nsamp, ctx=ctx, plan=plan)
                 level_factor = factor
             trials = _trials_for(plan, factor, index)
             lo, hi = int(index[0]), int(index[-1]) + 1

@@ -50,12 +50,12 @@ def best_boxcar(
     """
     factors = np.ones(dmt.shape[0], np.int64) if decimation is None else np.asarray(decimation)
     best = Detection(-np.inf, 0, 0, 1)
-    for f in np.unique(factors):
+    for f in map(int, np.unique(factors)):
         rows = np.flatnonzero(factors == f)
-        found = _best_rows(dmt[rows, :: int(f)], nchan / f, sigma)
+        found = _best_rows(dmt[rows, ::f], nchan / f, sigma)
         if found.snr > best.snr:
-            f = int(f)
-            best = Detection(found.snr, int(rows[found.dm_index]), found.sample * f, found.width * f)
+            row = int(rows[found.dm_index])
+            best = Detection(found.snr, row, found.sample * f, found.width * f)
     return best
 
 
