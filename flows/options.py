@@ -105,6 +105,10 @@ class SearchOptions(_Options):
     classify: bool = Field(
         _default("classify"), description="score candidates with the burst classifier"
     )
+    decimate: bool = Field(
+        _default("decimate"),
+        description="per-DM time decimation, Heimdall/DDplan rule (production mode only)",
+    )
     write_h5: bool = Field(_default("write_h5"), description="write FETCH .h5 candidate files")
     write_plots: bool = Field(_default("write_plots"), description="write candidate PNGs")
     max_outputs: int = Field(
