@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from drafts_ops.cli.common import add_dm_range_arguments, add_stream_arguments
 from flows.options import SearchOptions, SurveyOptions
 
 RUNNER_CHOICES = ("threads", "dask")
@@ -162,13 +163,10 @@ def add_validate_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("files", nargs="+", type=Path, metavar="FILE")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="report directory")
-    p.add_argument("--dm-min", type=float, default=0.0, help="lowest DM, pc cm^-3 (default 0)")
-    p.add_argument("--dm-max", type=float, default=1000.0, help="highest DM (default 1000)")
-    p.add_argument("--dm-step", type=float, default=None, help="fixed DM step (tolerance rule)")
+    add_dm_range_arguments(p, dm_max=1000.0)
     p.add_argument("--algorithms", nargs="+", default=None, metavar="ALG",
                    help="production algorithms to check (default: all registered)")  # fmt: skip
-    p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--block-size", type=int, default=8192, help="new samples per block")
+    add_stream_arguments(p)
     p.add_argument("--max-samples", type=int, default=None, help="only the first N samples")
     p.add_argument("--repeats", type=int, default=1, help="timed passes per path (fastest kept)")
     p.add_argument("--inject-fault", default=None, metavar="DM_INDEX,CHANNEL[,SHIFT[,ALG]]",
