@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Stream FILE block by block (overlap = maximum dispersion delay) "
         "through the prototype kernel or the production operator.",
     )
-    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("file", type=Path, metavar="FILE", help="observation (.fil, PSRFITS, .h5)")
     add_dm_range_arguments(p, dm_tol=True)
     p.add_argument(
         "--mode",
