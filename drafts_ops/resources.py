@@ -12,7 +12,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from drafts_ops.errors import DraftsError
+from drafts_ops.errors import DraftsError, ParameterError
 
 _CHECKOUT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ def _candidates(kind: str) -> list[Path]:
 def resource_dir(kind: str) -> Path:
     """The first existing folder for ``kind`` (``"data"`` or ``"models"``)."""
     if kind not in ("data", "models"):
-        raise ValueError(f"unknown resource kind {kind!r}")
+        raise ParameterError(f"unknown resource kind {kind!r} (use 'data' or 'models')")
     for folder in _candidates(kind):
         if folder.is_dir():
             return folder
