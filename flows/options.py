@@ -37,7 +37,9 @@ class _Options(BaseModel):
         for name, info in cls.model_fields.items():
             flag = "--" + name.replace("_", "-")
             kind, choices = _cli_type(info.annotation)
-            help_text = f"{info.description} (default: {info.default})"
+            help_text = info.description
+            if info.default is not None:
+                help_text += f" (default: {info.default})"
             if kind is bool:
                 parser.add_argument(
                     flag,
