@@ -2,7 +2,8 @@
 
 Each entry of :data:`BENCH_PATHS` is a :class:`BenchPath`: a factory that takes the DM
 plan and returns a runner ``run(data) -> dmt``. The production operator adds its paths
-(``production-brute``, ``production-fast``) by registering them here with
+(``production-brute``, ``production-subband`` and ``production-fast`` = sub-band on the
+plan's decimated copy, :meth:`DMPlan.decimated`) by registering them here with
 :func:`register_bench_path`.
 """
 
@@ -92,9 +93,12 @@ def _prototype(plan: DMPlan) -> Runner:
     return lambda data: dedisperse_prototype(data, plan)
 
 
-def _production(algorithm: str) -> Callable[[DMPlan], Runner]:
+def _production(algorithm: str, *, decimate: bool = False) -> Callable[[DMPlan], Runner]:
     def factory(plan: DMPlan) -> Runner:
         from drafts_ops.dedisp.operator import dedisperse
+
+        if decimate:  # the same DM trials, each at its Heimdall / DDplan time resolution
+            plan = plan.decimated()
 
         out: list[np.ndarray] = []
 
@@ -117,9 +121,14 @@ BENCH_PATHS: dict[str, BenchPath] = {
     "production-brute": BenchPath(
         _production("brute"), description="production operator, tiled brute force (CPU)"
     ),
-    "production-fast": BenchPath(
+    "production-subband": BenchPath(
         _production("subband"),
         description="production operator, two-stage sub-band at the same DM trials (CPU)",
+    ),
+    "production-fast": BenchPath(
+        _production("subband", decimate=True),
+        description="production operator, sub-band with per-DM time decimation (DMPlan."
+        "decimated: Heimdall/DDplan rule) at the same DM trials (CPU)",
     ),
 }
 BASELINE = "prototype"

@@ -81,6 +81,10 @@ class SearchConfig:
         Subtract the zero-DM series before dedispersion.
     time_decimation, freq_decimation : int
         Average this many samples / channels before searching.
+    decimate : bool
+        Dedisperse each DM trial at its Heimdall / DDplan time resolution
+        (``DMPlan.from_header(..., decimate=True)``; production mode only). The boxcar
+        search scales decimated rows so that their S/N keeps the white-noise convention.
     time_link, dm_link, width_link : int
         Clustering linking lengths (samples, DM trials, log2 width).
     detector_threshold : float
@@ -120,6 +124,7 @@ class SearchConfig:
     zero_dm: bool = False
     time_decimation: int = 1
     freq_decimation: int = 1
+    decimate: bool = False
     time_link: int = 8
     dm_link: int = 20
     width_link: int = 3
@@ -152,8 +157,15 @@ class SearchConfig:
         for name in ("detector_threshold", "classifier_threshold"):
             if not 0 <= getattr(self, name) <= 1:
                 problems.append(f"{name} = {getattr(self, name)} (must be in 0..1)")
-        if self.max_outputs < 0:
-            problems.append(f"max_outputs = {self.max_outputs}")
+        problems += [
+            text
+            for bad, text in (
+                (self.decimate and self.dedisp_mode != "production",
+                 "decimate needs dedisp_mode 'production' (the prototype ignores it)"),
+                (self.max_outputs < 0, f"max_outputs = {self.max_outputs}"),
+            )
+            if bad
+        ]  # fmt: skip
         if problems:
             raise ParameterError("bad search configuration: " + "; ".join(problems))
 
@@ -199,10 +211,14 @@ class SearchPlan:
     dms: tuple[float, ...]
     max_delay: int
     blocks: tuple[BlockRange, ...]
+    decimation: tuple[int, ...] = ()
 
     def dm_plan(self) -> DMPlan:
         """The DM plan of the searched data (delays rebuilt from the trials)."""
-        return DMPlan.build(np.asarray(self.dms), self.header.chan_freqs, self.header.tsamp)
+        factors = np.asarray(self.decimation, np.int32) if self.decimation else None
+        return DMPlan.build(
+            np.asarray(self.dms), self.header.chan_freqs, self.header.tsamp, factors
+        )
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -238,7 +254,12 @@ def plan_search(path: PathLike, config: SearchConfig) -> SearchPlan:
         raw = reader.header
     header = _searched_header(raw, config)
     plan = DMPlan.from_header(
-        header, config.dm_min, config.dm_max, config.dm_step, dm_tol=config.dm_tol
+        header,
+        config.dm_min,
+        config.dm_max,
+        config.dm_step,
+        dm_tol=config.dm_tol,
+        decimate=config.decimate,
     )
     end = header.nsamples - plan.max_delay  # last sample dedispersable at every DM
     if end <= 0:
@@ -261,6 +282,7 @@ def plan_search(path: PathLike, config: SearchConfig) -> SearchPlan:
         dms=tuple(float(d) for d in plan.dms),
         max_delay=plan.max_delay,
         blocks=tuple(blocks),
+        decimation=tuple(int(f) for f in plan.decimation) if config.decimate else (),
     )
 
 
@@ -282,11 +304,16 @@ def process_block(path: PathLike, plan: SearchPlan, block_index: int, work_dir: 
         threshold=cfg.mask_threshold,
         zero_dm=cfg.zero_dm,
     )
-    dm_time = _dedisperse(clean, plan.dm_plan(), cfg)
+    dm_plan = plan.dm_plan()
+    dm_time = _dedisperse(clean, dm_plan, cfg)
     keep = (block.start - block.read_start, block.stop - block.read_start)
     baseline = max(round(cfg.baseline_s / plan.header.tsamp), 4 * cfg.max_width_samples)
     snr, width = block_snr(
-        dm_time, max_width=cfg.max_width_samples, baseline_window=baseline, method=cfg.norm_method
+        dm_time,
+        max_width=cfg.max_width_samples,
+        baseline_window=baseline,
+        method=cfg.norm_method,
+        decimation=dm_plan.decimation if cfg.decimate else None,
     )
     parts = []
     if cfg.detector in ("classical", "both"):

@@ -1,8 +1,10 @@
-"""Where the shipped demo data and ONNX models are, for a checkout or an installed package.
+"""Where the shipped files are, for a checkout or an installed package.
 
-In a source checkout they are the top-level ``data/`` and ``models/`` folders; an installed
-wheel puts copies under ``<prefix>/share/drafts-ops/`` (see ``pyproject.toml``). The
-environment variables ``DRAFTS_OPS_DATA`` and ``DRAFTS_OPS_MODELS`` override both.
+Three kinds: ``data`` (demo observation), ``models`` (ONNX files, manifest, model card) and
+``deploy`` (Prefect deployments, Dask settings). In a source checkout they are the
+top-level folders of those names; an installed wheel puts copies under
+``<prefix>/share/drafts-ops/`` (see ``pyproject.toml``). The environment variables
+``DRAFTS_OPS_DATA``, ``DRAFTS_OPS_MODELS`` and ``DRAFTS_OPS_DEPLOY`` override both.
 """
 
 from __future__ import annotations
@@ -12,24 +14,27 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from drafts_ops.errors import DraftsError
+from drafts_ops.errors import DraftsError, ParameterError
 
 _CHECKOUT = Path(__file__).resolve().parents[1]
+#: The kinds of shipped files.
+RESOURCE_KINDS = ("data", "models", "deploy")
 
 
 def _candidates(kind: str) -> list[Path]:
     env = os.environ.get(f"DRAFTS_OPS_{kind.upper()}")
     found = [Path(env)] if env else []
-    found.append(_CHECKOUT / kind)
-    for prefix in {sys.prefix, sysconfig.get_paths()["data"]}:
+    if (_CHECKOUT / "pyproject.toml").is_file():  # a source checkout, not site-packages
+        found.append(_CHECKOUT / kind)
+    for prefix in dict.fromkeys((sys.prefix, sysconfig.get_paths()["data"])):
         found.append(Path(prefix) / "share" / "drafts-ops" / kind)
     return found
 
 
 def resource_dir(kind: str) -> Path:
-    """The first existing folder for ``kind`` (``"data"`` or ``"models"``)."""
-    if kind not in ("data", "models"):
-        raise ValueError(f"unknown resource kind {kind!r}")
+    """The first existing folder for ``kind`` (one of :data:`RESOURCE_KINDS`)."""
+    if kind not in RESOURCE_KINDS:
+        raise ParameterError(f"unknown resource kind {kind!r} (use one of {RESOURCE_KINDS})")
     for folder in _candidates(kind):
         if folder.is_dir():
             return folder

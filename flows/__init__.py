@@ -7,5 +7,17 @@ sub-commands (``flows.commands``). Deployment and cluster settings are data in `
 
 from pathlib import Path
 
-#: The checkout's deploy/ folder (prefect.yaml, dask.yaml, docker-compose.yml).
-DEPLOY_DIR = Path(__file__).resolve().parents[1] / "deploy"
+from drafts_ops.errors import DraftsError
+from drafts_ops.resources import resource_dir
+
+
+def _deploy_dir() -> Path:
+    try:
+        return resource_dir("deploy")
+    except DraftsError:  # nothing shipped: name the checkout's folder in later errors
+        return Path(__file__).resolve().parents[1] / "deploy"
+
+
+#: The deploy/ folder (prefect.yaml, dask.yaml, docker-compose.yml) of the checkout or of
+#: the installed package (drafts_ops.resources).
+DEPLOY_DIR = _deploy_dir()

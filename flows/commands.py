@@ -3,8 +3,8 @@
 Registered through the ``drafts_ops.commands`` entry point (see pyproject.toml), so the
 science CLI never imports Prefect. Flows run on Prefect's embedded (ephemeral) API unless
 ``PREFECT_API_URL`` names a server. Prefect is imported inside the handlers only, keeping
-``drafts --help`` fast. Another flow command (``drafts validate``, issue 7) adds its
-``add_parser`` function to :data:`PARSERS`.
+``drafts --help`` fast. A new flow command adds its ``add_*_parser`` function to
+:data:`PARSERS`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from drafts_ops.cli.common import add_dm_range_arguments, add_stream_arguments
 from flows.options import SearchOptions, SurveyOptions
 
 RUNNER_CHOICES = ("threads", "dask")
@@ -61,7 +62,7 @@ def add_search_parser(sub: argparse._SubParsersAction) -> None:
         description="Search each FILE (or the shipped demo observation with --demo) and write "
         "candidates, plots and perf.json into --out (one sub-folder per file when several).",
     )
-    p.add_argument("files", nargs="*", type=Path, metavar="FILE")
+    p.add_argument("files", nargs="*", type=Path, metavar="FILE", help="observations to search")
     p.add_argument("--demo", action="store_true", help="search the shipped demo observation")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
@@ -122,7 +123,7 @@ def add_survey_parser(sub: argparse._SubParsersAction) -> None:
         description="Search the files of DIR matching --pattern that the ledger in --out has "
         "not finished; quarantine unreadable files; merge all candidates.",
     )
-    p.add_argument("incoming", type=Path, metavar="DIR")
+    p.add_argument("incoming", type=Path, metavar="DIR", help="directory of new observations")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="survey output dir")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     SurveyOptions.add_arguments(p)
@@ -160,15 +161,12 @@ def add_validate_parser(sub: argparse._SubParsersAction) -> None:
         "performance) and write validation.html, .md and .json into --out. Exit status 0: "
         "pass, 1: fail, 2: error.",
     )
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="observations to check")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="report directory")
-    p.add_argument("--dm-min", type=float, default=0.0, help="lowest DM, pc cm^-3 (default 0)")
-    p.add_argument("--dm-max", type=float, default=1000.0, help="highest DM (default 1000)")
-    p.add_argument("--dm-step", type=float, default=None, help="fixed DM step (tolerance rule)")
+    add_dm_range_arguments(p, dm_max=1000.0)
     p.add_argument("--algorithms", nargs="+", default=None, metavar="ALG",
                    help="production algorithms to check (default: all registered)")  # fmt: skip
-    p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--block-size", type=int, default=8192, help="new samples per block")
+    add_stream_arguments(p)
     p.add_argument("--max-samples", type=int, default=None, help="only the first N samples")
     p.add_argument("--repeats", type=int, default=1, help="timed passes per path (fastest kept)")
     p.add_argument("--inject-fault", default=None, metavar="DM_INDEX,CHANNEL[,SHIFT[,ALG]]",

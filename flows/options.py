@@ -37,7 +37,9 @@ class _Options(BaseModel):
         for name, info in cls.model_fields.items():
             flag = "--" + name.replace("_", "-")
             kind, choices = _cli_type(info.annotation)
-            help_text = f"{info.description} (default: {info.default})"
+            help_text = info.description
+            if info.default is not None:
+                help_text += f" (default: {info.default})"
             if kind is bool:
                 parser.add_argument(
                     flag,
@@ -104,6 +106,10 @@ class SearchOptions(_Options):
     freq_decimation: int = Field(_default("freq_decimation"), ge=1, description="channels averaged")
     classify: bool = Field(
         _default("classify"), description="score candidates with the burst classifier"
+    )
+    decimate: bool = Field(
+        _default("decimate"),
+        description="per-DM time decimation, Heimdall/DDplan rule (production mode only)",
     )
     write_h5: bool = Field(_default("write_h5"), description="write FETCH .h5 candidate files")
     write_plots: bool = Field(_default("write_plots"), description="write candidate PNGs")

@@ -23,7 +23,9 @@ TINY = BenchConfig(nchans=16, dm_max=40.0, dm_step=1.0, nout=300, repeats=2)
 
 def test_run_bench_tiny():
     results, meta = run_bench(TINY)
-    assert list(results) == ["reference", "prototype", "production-brute", "production-fast"]
+    assert list(results) == [
+        "reference", "prototype", "production-brute", "production-subband", "production-fast"
+    ]  # fmt: skip
     assert meta["ndm"] == 41
     ref, proto = results["reference"], results["prototype"]
     assert ref.scaled and ref.ndm_measured == 32
@@ -63,7 +65,14 @@ def test_cli_json(capsys):
     argv = ["bench", "dedisp", "--json", "--nchans", "16", "--dm-max", "20", "--nout", "200"]
     assert main([*argv, "--repeats", "1"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == {"reference", "prototype", "production-brute", "production-fast"}
+    assert set(report) == {
+        "reference", "prototype", "production-brute", "production-subband", "production-fast"
+    }  # fmt: skip
     for figures in report.values():
         assert figures["seconds"] > 0 and figures["ops_per_s"] > 0
         assert figures["realtime_factor"] > 0
+        assert figures["speedup_vs_prototype"] > 0
+    fast = report["production-fast"]
+    assert fast["speedup_vs_prototype"] == pytest.approx(
+        report["prototype"]["seconds"] / fast["seconds"]
+    )

@@ -124,9 +124,15 @@ def test_decimation_plan_by_hand():
     # DM 300: w = 2.14 ms -> ratio 1.35 -> 1; DM 600: 3.68 ms -> 2.32 -> 2
     # DM 1200: 7.02 ms -> 4.43 -> 4; DM 5000: 28.8 ms -> 18.2 -> capped at 16
     np.testing.assert_array_equal(factors, [1, 1, 1, 2, 4, 16])
-    plan = DMPlan.from_header(GBT, 0.0, 1200.0, 300.0, decimate=True)
+    plan = DMPlan.from_header(GBT, 0.0, 1200.0, 300.0, decimate=True, decimation_tol=1.25)
     np.testing.assert_array_equal(plan.decimation, [1, 1, 2, 2, 4])  # DM 900: 5.19 ms -> 2
     assert plan.summary()["max_decimation"] == 4
+    # default tolerance 2.0: ratio w / (2 tsamp): DM 600 1.45 -> 1, 900 2.05 -> 2, 1200 2.77 -> 2
+    plan = DMPlan.from_header(GBT, 0.0, 1200.0, 300.0, decimate=True)
+    np.testing.assert_array_equal(plan.decimation, [1, 1, 1, 2, 2])
+    np.testing.assert_array_equal(plan.decimated().decimation, plan.decimation)
+    assert np.all(plan.undecimated().decimation == 1)
+    assert plan.undecimated().delays is plan.delays
 
 
 def test_plan_helpers():

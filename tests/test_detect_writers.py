@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import warnings
 
 import h5py
 import numpy as np
@@ -109,3 +110,17 @@ def test_png_is_written(tmp_path):
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
     assert list((tmp_path / "plots").iterdir()) == [path]  # no temporary left behind
+
+
+def test_png_of_zero_dm_candidate_has_a_sane_dm_axis(tmp_path):
+    """A DM-0 (RFI) candidate's DM-time cutout spans DM 0..0: no degenerate axis warning."""
+    rng = np.random.default_rng(3)
+    ft = rng.normal(size=(64, 64)).astype(np.float32)
+    dt = rng.normal(size=(64, 64)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = plot_candidate(
+            _cand(dm=0.0, dm_index=0), ft, dt, tsamp=HEADER.tsamp, fmax_mhz=1465.0,
+            fmin_mhz=1130.0, path=tmp_path / "c0.png",
+        )  # fmt: skip
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

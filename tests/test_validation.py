@@ -65,7 +65,8 @@ def test_simulated_observation_report(sim_report) -> None:
     for line in result.verdict[3:]:  # approximate algorithms: bounded S/N loss
         assert line.check in {"snr loss", "candidates"}, line
         if line.check == "snr loss":
-            assert 0 <= line.measured <= 0.05 and line.threshold == 0.05
+            # sub-band may win by a fraction of a percent where rounding favours it
+            assert -0.01 <= line.measured <= 0.05 and line.threshold == 0.05
     assert result.paths[0] == BASELINE and "production/brute" in result.paths
     assert result.overlap == result.plan["max_delay_samples"] > 200
     assert result.performance[0]["nblocks"] == -(-(2400 - result.overlap) // 700)

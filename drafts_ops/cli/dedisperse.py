@@ -6,7 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from drafts_ops.dedisp.modes import ALGORITHMS, BACKENDS, MODES
+from drafts_ops.cli.common import add_dm_range_arguments, add_stream_arguments
+from drafts_ops.dedisp.modes import ALGORITHMS, MODES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -16,15 +17,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Stream FILE block by block (overlap = maximum dispersion delay) "
         "through the prototype kernel or the production operator.",
     )
-    p.add_argument("file", type=Path, metavar="FILE")
-    p.add_argument("--dm-min", type=float, default=0.0, help="lowest DM, pc cm^-3 (default 0)")
-    p.add_argument("--dm-max", type=float, required=True, help="highest DM, pc cm^-3")
+    p.add_argument("file", type=Path, metavar="FILE", help="observation (.fil, PSRFITS, .h5)")
+    add_dm_range_arguments(p, dm_tol=True)
     p.add_argument(
-        "--dm-step", type=float, default=None, help="fixed DM step (default: tolerance rule)"
+        "--mode",
+        choices=MODES,
+        default="prototype",
+        help="direct-launched kernel or packaged operator (default prototype)",
     )
-    p.add_argument("--dm-tol", type=float, default=1.25, help="DM tolerance (default 1.25)")
-    p.add_argument("--mode", choices=MODES, default="prototype")
-    p.add_argument("--backend", choices=BACKENDS, default="cpu")
+    add_stream_arguments(p)
     p.add_argument(
         "--algorithm",
         choices=ALGORITHMS,
@@ -37,9 +38,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="production mode: search high DMs at coarser time resolution (DDplan rule)",
     )
     p.add_argument("--out", type=Path, required=True, help="output file: .npy or .h5")
-    p.add_argument(
-        "--block-size", type=int, default=8192, help="new samples per block (default 8192)"
-    )
     p.set_defaults(func=run)
 
 

@@ -13,7 +13,9 @@ from drafts_ops.errors import DraftsError
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("info", help="print the header of observation files")
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument(
+        "files", nargs="+", type=Path, metavar="FILE", help="SIGPROC .fil, PSRFITS or HDF5 file"
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per file, keyed by path")
     p.set_defaults(func=run)
 

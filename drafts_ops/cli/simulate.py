@@ -34,20 +34,45 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--fch1", type=float, help="first channel, MHz (default: 1200-1500 MHz band, top first)"
     )
     obs.add_argument("--foff", type=float, help="channel step, MHz (default -300 / nchans)")
-    obs.add_argument("--tsamp", type=float, default=512e-6, help="sampling time, s")
-    obs.add_argument("--nbits", type=int, default=8, help="bits per sample (1-32)")
+    obs.add_argument(
+        "--tsamp", type=float, default=512e-6, help="sampling time, s (default 512e-6)"
+    )
+    obs.add_argument(
+        "--nbits", type=int, default=8, help="bits per sample: 1, 2, 4, 8, 16 or 32 (default 8)"
+    )
     obs.add_argument("--duration", type=float, default=8.0, help="length, s (default 8)")
-    obs.add_argument("--bandpass", choices=("smooth", "flat"), default="smooth")
+    obs.add_argument(
+        "--bandpass",
+        choices=("smooth", "flat"),
+        default="smooth",
+        help="bandpass shape (default smooth)",
+    )
     obs.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     burst = p.add_argument_group("bursts")
     burst.add_argument("--dm", type=float, nargs="+", help="DM of each burst, pc cm^-3")
-    burst.add_argument("--snr", type=float, nargs="+", default=[15.0], help="target S/N")
-    burst.add_argument("--width", type=float, nargs="+", default=[1e-3], help="FWHM, s")
+    burst.add_argument(
+        "--snr", type=float, nargs="+", default=[15.0], help="target S/N (default 15)"
+    )
+    burst.add_argument(
+        "--width", type=float, nargs="+", default=[1e-3], help="FWHM, s (default 1e-3)"
+    )
     burst.add_argument(
         "--burst-time", type=float, nargs="+", help="arrival at the band top, s (default spread)"
     )
-    burst.add_argument("--scattering", type=float, nargs="+", default=[0.0], help="tau, s")
-    burst.add_argument("--spectral-index", type=float, nargs="+", default=[0.0])
+    burst.add_argument(
+        "--scattering",
+        type=float,
+        nargs="+",
+        default=[0.0],
+        help="scattering time at the band top, s (default 0)",
+    )
+    burst.add_argument(
+        "--spectral-index",
+        type=float,
+        nargs="+",
+        default=[0.0],
+        help="power-law spectral index (default 0)",
+    )
     burst.add_argument("--n-bursts", type=int, help="add N random bursts (DM 50-1000, S/N 8-30)")
     p.add_argument("--rfi", action="append", default=[], metavar="SPEC", help=_RFI_HELP)
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")

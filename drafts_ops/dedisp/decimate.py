@@ -1,9 +1,11 @@
 """Time decimation kernels for DM trials searched at coarser resolution (Heimdall, DDplan).
 
-:func:`decimate_time` averages ``factor`` consecutive samples of every channel (the last
-window averages the samples that exist); :func:`upsample_rows` writes coarse DM-time rows
-back at full resolution by repetition, so the operator's output shape does not depend on
-the decimation plan.
+:func:`decimate_time` averages ``ratio`` consecutive samples of every channel; applied to a
+level that is itself decimated, it weights that level's last (partial) sample by the raw
+samples it covers, so decimating by 2 repeatedly gives exactly the mean over each window
+of ``2^k`` raw samples (the last window averages the raw samples that exist) while reading
+every level once. :func:`upsample_rows` writes coarse DM-time rows back at full resolution
+by repetition, so the operator's output shape does not depend on the decimation plan.
 """
 
 from __future__ import annotations
@@ -11,21 +13,40 @@ from __future__ import annotations
 from numba import float32, njit, prange
 
 
-@njit(parallel=True, cache=True)
-def decimate_time(data, factor, out):  # pragma: no cover - compiled
-    """``out[b, c, j] = mean(data[b, c, factor*j : factor*(j+1)])`` (float32)."""
-    nbatch, nchan, nsamp = data.shape
-    ncoarse = out.shape[2]
+@njit(parallel=True, fastmath=True, cache=True)
+def decimate_time(data, ratio, data_factor, nsamp_raw, out):
+    """``out[b, c, j]`` = mean of the raw samples under ``data[b, c, ratio*j : ratio*(j+1)]``.
+
+    ``data`` averages ``data_factor`` raw samples per sample (1 for the input itself) of a
+    block of ``nsamp_raw`` raw samples; only its last sample may cover fewer.
+    ``out.shape[2]`` must be ``ceil(data.shape[2] / ratio)``.
+    """
+    nbatch, nchan, ns = data.shape
+    nc = out.shape[2]
+    nfull = min((ns - 1) // ratio, nc)  # windows that do not reach the last input sample
+    last_cnt = float32(nsamp_raw - (ns - 1) * data_factor)
+    full_cnt = float32(data_factor)
+    inv = float32(1.0) / float32(ratio)
     for k in prange(nbatch * nchan):
-        b = k // nchan
-        c = k % nchan
-        for j in range(ncoarse):
-            lo = j * factor
-            hi = min(lo + factor, nsamp)
+        src = data[k // nchan, k % nchan]
+        dst = out[k // nchan, k % nchan]
+        if ratio == 2:
+            for j in range(nfull):
+                dst[j] = (float32(src[2 * j]) + float32(src[2 * j + 1])) * inv
+        else:
+            for j in range(nfull):
+                acc = float32(0.0)
+                for i in range(j * ratio, j * ratio + ratio):
+                    acc += float32(src[i])
+                dst[j] = acc * inv
+        for j in range(nfull, nc):  # the window holding the last (partial) input sample
             acc = float32(0.0)
-            for i in range(lo, hi):
-                acc += float32(data[b, c, i])
-            out[b, c, j] = acc / float32(max(hi - lo, 1))
+            weight = float32(0.0)
+            for i in range(j * ratio, min(j * ratio + ratio, ns)):
+                cnt = last_cnt if i == ns - 1 else full_cnt
+                acc += float32(src[i]) * cnt
+                weight += cnt
+            dst[j] = acc / weight
 
 
 @njit(parallel=True, cache=True)
@@ -34,8 +55,12 @@ def upsample_rows(rows, index, factor, out):  # pragma: no cover - compiled
     nbatch, nrow = rows.shape[0], rows.shape[1]
     nout = out.shape[2]
     for k in prange(nbatch * nrow):
-        b = k // nrow
-        i = k % nrow
-        d = index[i]
-        for t in range(nout):
-            out[b, d, t] = rows[b, i, t // factor]
+        src = rows[k // nrow, k % nrow]
+        dst = out[k // nrow, index[k % nrow]]
+        nfull = nout // factor
+        for j in range(nfull):
+            v = src[j]
+            for t in range(j * factor, j * factor + factor):
+                dst[t] = v
+        for t in range(nfull * factor, nout):
+            dst[t] = src[nfull]

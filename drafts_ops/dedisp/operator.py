@@ -142,6 +142,17 @@ def _trials_for(plan: DMPlan, factor: int, index: np.ndarray) -> Trials:
     return Trials(delays, plan.dms[index], plan.freqs, plan.tsamp * factor, plan, factor)
 
 
+def _coarser(level, level_factor: int, factor: int, *, nsamp: int, ctx: Context, plan: DMPlan):
+    """``level`` (averaged over ``level_factor`` samples) averaged over ``factor`` samples."""
+    ratio = factor // level_factor
+    if factor % level_factor:
+        raise OperatorError(f"decimation factors {level_factor} and {factor} do not nest")
+    shape = (level.shape[0], level.shape[1], -(-nsamp // factor))
+    coarse = ctx.pool.get("decimated", shape, np.float32, id(plan))
+    decimate_time(level, ratio, level_factor, nsamp, coarse)
+    return coarse
+
+
 def run_production(kernel):
     """Wrap a full-resolution kernel so that it honours ``plan.decimation``.
 
@@ -151,6 +162,9 @@ def run_production(kernel):
     the ``f``-sample window containing ``t`` (windows start at multiples of ``f`` from the
     block start). When ``nsamp`` is not a multiple of ``f`` the last coarse input sample
     averages the samples that exist, which touches only the last few outputs of a block.
+    The input is decimated once per factor, each level from the previous one (2 from the
+    input, 4 from 2, ...); a group's kernel sees only its coarse delays ``floor(delay /
+    f)``, so its work shrinks by ``f`` in time and in maximum delay.
     """
 
     def run(data: np.ndarray, plan: DMPlan, out: np.ndarray, ctx: Context) -> None:
@@ -158,20 +172,21 @@ def run_production(kernel):
         if len(groups) == 1 and groups[0][0] == 1:
             kernel(data, _trials_for(plan, 1, groups[0][1]), out, ctx)
             return
-        nbatch, nchan, nsamp = data.shape
+        nbatch, nsamp = data.shape[0], data.shape[2]
         nout = out.shape[2]
-        for factor, index in groups:
-            trials = _trials_for(plan, factor, index)
-            ncoarse = -(-nsamp // factor)
-            nout_c = -(-nout // factor)
-            coarse_in = data
+        level, level_factor = data, 1
+        for factor, index in groups:  # increasing factors: each level decimates the last
             if factor > 1:
-                shape = (nbatch, nchan, ncoarse)
-                coarse_in = ctx.pool.get("decimated", shape, np.float32, id(plan))
-                decimate_time(data, factor, coarse_in)
-            shape = (nbatch, index.size, nout_c)
+                level = _coarser(level, level_factor, factor, nsamp=nsamp, ctx=ctx, plan=plan)
+                level_factor = factor
+            trials = _trials_for(plan, factor, index)
+            lo, hi = int(index[0]), int(index[-1]) + 1
+            if factor == 1 and nbatch == 1 and hi - lo == index.size:
+                kernel(level, trials, out[:, lo:hi], ctx)  # contiguous rows: write in place
+                continue
+            shape = (nbatch, index.size, -(-nout // factor))
             rows = ctx.pool.get("group-out", shape, np.float32, (id(plan), factor))
-            kernel(coarse_in, trials, rows, ctx)
+            kernel(level, trials, rows, ctx)
             upsample_rows(rows, index, factor, out)
 
     return run

@@ -24,6 +24,11 @@ from drafts_ops.io.header import Header
 DISPERSION_CONSTANT = 4.148808e3
 #: In-channel smearing coefficient, s per (pc cm^-3 MHz GHz^-3).
 SMEARING_COEFFICIENT = 8.3e-6
+#: Default ``tolerance`` of time decimation in plans: a trial is decimated by ``2^k`` once
+#: its effective width reaches ``2 * 2^k`` samples. Heimdall's 1.25 (factor 16 from
+#: DM ~970 on the FAST-like band) loses up to 12 % S/N on bursts as wide as their
+#: smearing; 2.0 keeps that under 5 % (measured, ``drafts_ops/dedisp/README.md``).
+DECIMATION_TOL = 2.0
 
 
 def dispersion_delay_s(dm: float | np.ndarray, freq_mhz, f_ref_mhz: float) -> np.ndarray:
@@ -181,8 +186,12 @@ class DMPlan:
         dm_tol: float = 1.25,
         pulse_width_s: float = 40e-6,
         decimate: bool = False,
+        decimation_tol: float = DECIMATION_TOL,
     ) -> DMPlan:
-        """Plan for an observation: fixed ``dm_step`` if given, else the tolerance rule."""
+        """Plan for an observation: fixed ``dm_step`` if given, else the tolerance rule.
+
+        ``decimate`` adds :func:`decimation_factors` with ``tolerance=decimation_tol``.
+        """
         if dm_step is not None:
             dms = fixed_step_dm_trials(dm_min, dm_max, dm_step)
         else:
@@ -204,7 +213,7 @@ class DMPlan:
                 foff=header.foff,
                 fmin=header.fmin,
                 pulse_width_s=pulse_width_s,
-                tolerance=dm_tol,
+                tolerance=decimation_tol,
             )
         return cls.build(dms, header.chan_freqs, header.tsamp, factors)
 
@@ -225,6 +234,34 @@ class DMPlan:
     def max_delay(self) -> int:
         """Largest delay in samples: the overlap a streamed block needs."""
         return int(self.delays.max())
+
+    def decimated(
+        self,
+        *,
+        pulse_width_s: float = 40e-6,
+        tolerance: float = DECIMATION_TOL,
+        max_factor: int = 16,
+    ) -> DMPlan:
+        """The same DM trials with :func:`decimation_factors` (Heimdall / DDplan rule).
+
+        The channel width and lowest frequency come from ``freqs``; the delays are shared.
+        """
+        chan_bw = float(np.abs(np.diff(self.freqs)).min()) if self.nchan > 1 else 0.0
+        factors = decimation_factors(
+            self.dms,
+            tsamp=self.tsamp,
+            foff=chan_bw,
+            fmin=float(self.freqs.min()),
+            pulse_width_s=pulse_width_s,
+            tolerance=tolerance,
+            max_factor=max_factor,
+        )
+        return DMPlan(self.dms, self.freqs, self.tsamp, self.delays, factors)
+
+    def undecimated(self) -> DMPlan:
+        """The same DM trials, all at full time resolution."""
+        ones = np.ones(self.ndm, np.int32)
+        return DMPlan(self.dms, self.freqs, self.tsamp, self.delays, ones)
 
     def nearest_trial(self, dm: float) -> int:
         """Index of the DM trial nearest ``dm``."""

@@ -6,6 +6,12 @@ output samples has noise ``sigma * sqrt(nchan * w)``. The S/N of a noise-free bu
 therefore exact and deterministic: the best boxcar sum over every DM trial and time,
 divided by that noise. The loss of an algorithm is ``1 - S/N(algorithm) / S/N(brute)``,
 each searched over the plan's whole DM grid (as a search would).
+
+A trial decimated by ``f`` (``plan.decimation``) is searched on its coarse series (every
+``f``-th output sample, the operator's upsampling repeats each coarse value ``f`` times):
+a coarse sample is the mean of ``f`` output samples, noise ``sigma * sqrt(nchan / f)``,
+so a boxcar of ``wc`` coarse samples has noise ``sigma * sqrt(nchan * wc / f)``, the
+Heimdall convention for decimated trials. Brute force runs on the undecimated plan.
 """
 
 from __future__ import annotations
@@ -33,14 +39,33 @@ class Detection:
     width: int
 
 
-def best_boxcar(dmt: np.ndarray, nchan: int, sigma: float = 1.0) -> Detection:
-    """Highest boxcar S/N over every row of ``dmt [ndm, nout]`` (noise-free input)."""
+def best_boxcar(
+    dmt: np.ndarray, nchan: int, sigma: float = 1.0, decimation: np.ndarray | None = None
+) -> Detection:
+    """Highest boxcar S/N over every row of ``dmt [ndm, nout]`` (noise-free input).
+
+    ``decimation [ndm]`` gives each row's time-decimation factor (default: all 1); rows of
+    factor ``f`` are searched on their coarse series and report ``sample`` and ``width``
+    in full-resolution samples.
+    """
+    factors = np.ones(dmt.shape[0], np.int64) if decimation is None else np.asarray(decimation)
+    best = Detection(-np.inf, 0, 0, 1)
+    for f in map(int, np.unique(factors)):
+        rows = np.flatnonzero(factors == f)
+        found = _best_rows(dmt[rows, ::f], nchan / f, sigma)
+        if found.snr > best.snr:
+            row = int(rows[found.dm_index])
+            best = Detection(found.snr, row, found.sample * f, found.width * f)
+    return best
+
+
+def _best_rows(dmt: np.ndarray, nchan_eff: float, sigma: float) -> Detection:
     cums = np.concatenate([np.zeros((dmt.shape[0], 1)), np.cumsum(dmt, axis=1)], axis=1)
     best = Detection(-np.inf, 0, 0, 1)
     for w in BOXCARS:
         if w > dmt.shape[1]:
             break
-        sums = (cums[:, w:] - cums[:, :-w]) / (sigma * np.sqrt(nchan * w))
+        sums = (cums[:, w:] - cums[:, :-w]) / (sigma * np.sqrt(nchan_eff * w))
         d, t = np.unravel_index(int(np.argmax(sums)), sums.shape)
         if sums[d, t] > best.snr:
             best = Detection(float(sums[d, t]), int(d), int(t), w)
@@ -72,15 +97,19 @@ def snr_loss_survey(
     """S/N loss ``[len(widths_s), len(dms)]`` of ``algorithm`` against brute force.
 
     Each burst arrives ``lead`` samples into a block of ``nout + plan.max_delay`` samples.
+    ``algorithm`` runs on ``plan`` as given (decimated if ``plan.decimation`` says so);
+    brute force runs on ``plan.undecimated()``, every trial at full resolution.
     """
     from drafts_ops.dedisp.operator import dedisperse
 
+    full = plan.undecimated()
     nsamp = nout + plan.max_delay
     loss = np.empty((len(widths_s), len(dms)))
     for i, width in enumerate(widths_s):
         for j, dm in enumerate(dms):
             data = signal(plan, float(dm), lead * plan.tsamp, width, nsamp)
-            brute = best_boxcar(dedisperse(data, plan, algorithm="brute"), plan.nchan)
-            fast = best_boxcar(dedisperse(data, plan, algorithm=algorithm), plan.nchan)
+            brute = best_boxcar(dedisperse(data, full, algorithm="brute"), plan.nchan)
+            out = dedisperse(data, plan, algorithm=algorithm)
+            fast = best_boxcar(out, plan.nchan, decimation=plan.decimation)
             loss[i, j] = 1.0 - fast.snr / brute.snr
     return loss

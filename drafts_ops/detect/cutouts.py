@@ -22,6 +22,7 @@ import numpy as np
 
 from drafts_ops.dedisp.operator import dedisperse
 from drafts_ops.dedisp.plan import DMPlan, delay_table
+from drafts_ops.detect.preprocess import robust_location_scale
 from drafts_ops.errors import ParameterError
 
 #: Image side of FETCH candidates (pixels).
@@ -47,8 +48,7 @@ def cutout_span(  # noqa: PLR0917 (FETCH-style positional signature)
     the window plus the largest delay at ``2 * dm`` (the top of the DM–time image).
     """
     _check(freqs_mhz, tsamp, dm, width_samples, size)
-    nwin = size * time_decimation_factor(width_samples)
-    start = int(sample) - nwin // 2
+    _, nwin, start = _frame(sample, width_samples, size)
     max_delay = int(delay_table(np.array([2.0 * dm]), freqs_mhz, tsamp).max())
     return start, start + nwin + max_delay
 
@@ -87,10 +87,8 @@ def freq_time_cutout(  # noqa: PLR0917
     """
     _check(freqs_mhz, tsamp, dm, width_samples, size)
     freqs = np.asarray(freqs_mhz, dtype=np.float64)
-    factor = time_decimation_factor(width_samples)
-    nwin = size * factor
+    factor, nwin, start = _frame(sample, width_samples, size)
     delays = delay_table(np.array([float(dm)]), freqs, tsamp)[0]
-    start = int(sample) - nwin // 2
     chunk = _window(data, start, nwin + int(delays.max()), chan_mask)
     index = delays[:, None].astype(np.int64) + np.arange(nwin)[None, :]
     dedispersed = np.take_along_axis(chunk, index, axis=1)  # [nchan, nwin]
@@ -121,13 +119,18 @@ def dm_time_cutout(  # noqa: PLR0917
     if ndm < 2:
         raise ParameterError(f"a DM-time cutout needs at least 2 DM rows, got {ndm}")
     freqs = np.asarray(freqs_mhz, dtype=np.float64)
-    factor = time_decimation_factor(width_samples)
-    nwin = size * factor
+    factor, nwin, start = _frame(sample, width_samples, size)
     plan = DMPlan.build(np.linspace(0.0, 2.0 * float(dm), ndm), freqs, tsamp)
-    start = int(sample) - nwin // 2
     chunk = _window(data, start, nwin + plan.max_delay, chan_mask).astype(np.float32)
     series = dedisperse(chunk, plan, mode="production")[:, :nwin]  # [ndm, nwin]
     return _standardise(series.reshape(ndm, size, factor).mean(axis=2))
+
+
+def _frame(sample: int, width_samples: int, size: int) -> tuple[int, int, int]:
+    """Decimation factor, raw window length and first raw sample of a candidate's cutout."""
+    factor = time_decimation_factor(width_samples)
+    nwin = size * factor
+    return factor, nwin, int(sample) - nwin // 2
 
 
 def _check(freqs_mhz, tsamp: float, dm: float, width_samples: int, size: int) -> None:
@@ -156,10 +159,8 @@ def _window(data: np.ndarray, start: int, length: int, chan_mask: np.ndarray | N
     out = np.zeros((nchan, length), dtype=np.float64)
     if hi > lo:
         piece = data[:, lo:hi].astype(np.float64)
-        q25, med, q75 = np.percentile(piece, [25, 50, 75], axis=1)
-        scale = (q75 - q25) / 1.349
-        scale = np.where(scale > 0, scale, 1.0)
-        out[:, lo - start : hi - start] = (piece - med[:, None]) / scale[:, None]
+        med, scale = robust_location_scale(piece, "iqr", axis=1, keepdims=True, dtype=np.float64)
+        out[:, lo - start : hi - start] = (piece - med) / np.where(scale > 0, scale, 1.0)
     if chan_mask is not None:
         mask = np.asarray(chan_mask, dtype=bool)
         if mask.shape != (nchan,):

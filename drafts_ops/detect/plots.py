@@ -57,15 +57,18 @@ def plot_candidate(
         interpolation="nearest",
     )
     ax_ft.set_ylabel("frequency (MHz)")
+    dm_lo, dm_hi = _dm_extent(c.dm)
     ax_dm.imshow(
         dm_time,
         aspect="auto",
         origin="lower",
-        extent=(t0, t1, 0.0, 2.0 * c.dm),
+        extent=(t0, t1, dm_lo, dm_hi),
         cmap="magma",
         interpolation="nearest",
     )
     ax_dm.plot([c.tcand_s], [c.dm], marker="o", mfc="none", mec="cyan", ms=14, mew=1.5)
+    if c.dm == 0:
+        ax_dm.set_yticks([0.0])
     ax_dm.set_ylabel("DM (pc cm$^{-3}$)")
     ax_dm.set_xlabel("time (s, top of band)")
     prob = "n/a" if c.classifier_prob is None else f"{c.classifier_prob:.2f}"
@@ -77,3 +80,12 @@ def plot_candidate(
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=80)
     return Path(path)
+
+
+def _dm_extent(dm: float) -> tuple[float, float]:
+    """Vertical extent of the DM-time image, pc cm^-3: rows span DM 0 to ``2 * dm``.
+
+    At DM 0 (zero-DM RFI) every row is DM 0; the image is drawn as one band of height 1
+    around 0 so the axis is not degenerate.
+    """
+    return (0.0, 2.0 * dm) if dm > 0 else (-0.5, 0.5)

@@ -23,18 +23,31 @@ IQR_TO_STD = 1.0 / 1.3489795003921634
 
 
 def robust_location_scale(
-    data: np.ndarray, method: NormMethod = "mad", axis: int = -1
+    data: np.ndarray,
+    method: NormMethod = "mad",
+    axis: int = -1,
+    *,
+    keepdims: bool = False,
+    dtype: type[np.floating] = np.float32,
+    mad_to_std: float = MAD_TO_STD,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Median and robust standard deviation along ``axis`` (MAD or IQR, Gaussian-scaled)."""
-    x = np.asarray(data, dtype=np.float32)
+    """Median and robust standard deviation along ``axis`` (MAD or IQR, Gaussian-scaled).
+
+    The one home of the project's robust noise statistics. ``dtype`` is the precision of the
+    computation; ``mad_to_std`` the MAD-to-sigma factor (the neural models were trained with
+    the rounded 1.4826, see :mod:`drafts_ops.ml.preprocess`).
+    """
+    x = np.asarray(data, dtype=dtype)
     if method == "mad":
         med = np.median(x, axis=axis, keepdims=True)
-        scale = MAD_TO_STD * np.median(np.abs(x - med), axis=axis, keepdims=True)
+        scale = mad_to_std * np.median(np.abs(x - med), axis=axis, keepdims=True)
     elif method == "iqr":
         q25, med, q75 = np.percentile(x, [25.0, 50.0, 75.0], axis=axis, keepdims=True)
         scale = IQR_TO_STD * (q75 - q25)
     else:
         raise ParameterError(f"unknown normalisation method {method!r} (use 'mad' or 'iqr')")
+    if keepdims:
+        return med, scale
     return np.squeeze(med, axis=axis), np.squeeze(scale, axis=axis)
 
 

@@ -144,12 +144,19 @@ def block_snr(
     max_width: int = 32,
     baseline_window: int = 1024,
     method: NormMethod = "mad",
+    decimation: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Baseline-removed, noise-normalised boxcar search of a block ``[ndm, nt]``.
 
     Returns the best S/N and its width (samples) per (DM, sample); see :func:`boxcar_snr`.
+    ``decimation [ndm]``: rows dedispersed at ``f`` times coarser resolution and repeated
+    ``f`` times (the operator's decimated trials). Their unit-normalised rows are divided
+    by ``sqrt(f)``: a boxcar of ``w`` samples then has noise at most 1 (exactly 1 for
+    ``w`` a multiple of ``f`` on window boundaries) instead of ``sqrt(f)``.
     """
     x = normalise_series(remove_baseline(dm_time, baseline_window), method)
+    if decimation is not None:
+        x = x / np.sqrt(np.asarray(decimation, np.float32))[:, None]
     return boxcar_snr(x, boxcar_widths(min(max_width, x.shape[1])))
 
 

@@ -338,16 +338,6 @@ def _unpack_sexagesimal(value: float) -> float:
     return sign * (dd + mm / 60.0 + ss / 3600.0)
 
 
-def pack_sexagesimal(value: float) -> float:
-    """Decimal (hours or degrees) → SIGPROC packed ``[-]ddmmss.s``."""
-    sign = -1.0 if value < 0 else 1.0
-    value = abs(value)
-    dd = int(value)
-    mm = int((value - dd) * 60)
-    ss = (value - dd - mm / 60.0) * 3600.0
-    return sign * (dd * 10000 + mm * 100 + ss)
-
-
 def packed_from_string(text: str) -> float:
     """``"[-]dd:mm:ss.s"`` (hours or degrees, as in FITS headers) → SIGPROC packed form.
 

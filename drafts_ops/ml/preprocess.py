@@ -25,6 +25,7 @@ from typing import Literal
 
 import numpy as np
 
+from drafts_ops.detect.preprocess import robust_location_scale
 from drafts_ops.errors import ParameterError
 
 #: Side of the classifier's square inputs after resampling.
@@ -39,7 +40,8 @@ DETECTOR_WIDTH_MULTIPLE = 16
 CLIP_SIGMA = (-8.0, 32.0)
 INPUT_SCALE = 4.0
 
-_MAD_TO_SIGMA = 1.4826
+#: MAD-to-sigma factor the shipped networks were trained with (rounded Gaussian value).
+MAD_TO_SIGMA = 1.4826
 
 
 def resample_axis(
@@ -90,11 +92,9 @@ def robust_standardise_rows(img: np.ndarray) -> np.ndarray:
     networks (see the module docstring).
     """
     img = np.asarray(img, dtype=np.float32)
-    med = np.median(img, axis=-1, keepdims=True)
-    dev = np.abs(img - med)
-    sigma = _MAD_TO_SIGMA * np.median(dev, axis=-1, keepdims=True)
+    med, sigma = robust_location_scale(img, "mad", axis=-1, keepdims=True, mad_to_std=MAD_TO_SIGMA)
     # A row whose MAD is zero but which is not constant (sparse spikes): use its std.
-    std = dev.std(axis=-1, keepdims=True)
+    std = np.abs(img - med).std(axis=-1, keepdims=True)
     sigma = np.where(sigma > 0, sigma, std)
     with np.errstate(invalid="ignore", divide="ignore"):
         z = np.where(sigma > 0, (img - med) / sigma, 0.0)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -152,10 +151,3 @@ def write_simulation(
     write_sigproc(out_path, sim.header, stream())
     write_truth(truth_path(out_path), sim.truth_rows())
     return out_path
-
-
-def timed_write(out_path: str | Path, config: SimulationConfig, **kw: bool) -> float:
-    """Run :func:`write_simulation` and return the wall time, s."""
-    t0 = time.perf_counter()
-    write_simulation(out_path, config, **kw)
-    return time.perf_counter() - t0

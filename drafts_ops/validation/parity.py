@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from drafts_ops.dedisp.plan import DMPlan
+from drafts_ops.errors import ParameterError
 from drafts_ops.validation.runner import Runner
 
 #: DM rows listed individually in reports (the count is always given).
@@ -62,7 +63,7 @@ def compare_outputs(
     ``rel_tol`` (relative to ``max|reference|``) sets which rows count as differing.
     """
     if reference.shape != other.shape:
-        raise ValueError(f"{name}: output shape {other.shape} != prototype's {reference.shape}")
+        raise ParameterError(f"{name}: output shape {other.shape} != prototype's {reference.shape}")
     ndm, nout = reference.shape
     row_abs = np.zeros(ndm, np.float64)
     worst_t = np.zeros(ndm, np.int64)
