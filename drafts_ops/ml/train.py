@@ -117,6 +117,22 @@ def _schedule(torch, optimiser, steps: int):
     )
 
 
+def _optimise(net, opt, sched, steps: int, batch_loss, *, name: str, log) -> tuple[float, float]:
+    """Run ``steps`` optimiser steps on ``batch_loss()``; (smoothed final loss, seconds)."""
+    t1, loss_avg = time.perf_counter(), float("nan")
+    net.train()
+    for step in range(steps):
+        loss = batch_loss()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        loss_avg = loss.item() if step == 0 else 0.95 * loss_avg + 0.05 * loss.item()
+        if (step + 1) % max(steps // 10, 1) == 0:
+            log(f"{name} step {step + 1}/{steps}: loss {loss_avg:.4f}")
+    return loss_avg, time.perf_counter() - t1
+
+
 def _crop(torch, tensor, idx: np.ndarray, starts: np.ndarray, width: int):
     """Batch of ``tensor[i, ..., s:s + width]`` for each (i, s)."""
     return torch.stack([tensor[i, ..., s : s + width] for i, s in zip(idx, starts, strict=True)])
@@ -153,9 +169,8 @@ def train_detector(
     net = DetectorNet().to(dev)
     opt = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-4)
     sched = _schedule(torch, opt, steps)
-    t1, loss_avg = time.perf_counter(), float("nan")
-    net.train()
-    for step in range(steps):
+
+    def batch_loss():
         idx = rng.integers(0, n, batch_size)
         cells = rng.integers(0, (width - TRAIN_CROP) // stride + 1, batch_size)
         x = _crop(torch, x_all, idx, cells * stride, TRAIN_CROP).to(dev)
@@ -163,17 +178,10 @@ def train_detector(
             _crop(torch, t, idx, cells, TRAIN_CROP // stride).to(dev) for t in (heat, offs, mask)
         )
         logits, offset = net(x)
-        l_heat = _focal_loss(torch, logits, h)
         l_off = (torch.abs(offset - o) * m).sum() / m.sum().clamp(min=1.0)
-        loss = l_heat + l_off
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        loss_avg = loss.item() if step == 0 else 0.95 * loss_avg + 0.05 * loss.item()
-        if (step + 1) % max(steps // 10, 1) == 0:
-            log(f"detector step {step + 1}/{steps}: loss {loss_avg:.4f}")
-    t_train = time.perf_counter() - t1
+        return _focal_loss(torch, logits, h) + l_off
+
+    loss_avg, t_train = _optimise(net, opt, sched, steps, batch_loss, name="detector", log=log)
     path = export_detector(net, Path(out) / "detector.onnx")
     return _finish(
         "detector",
@@ -220,23 +228,16 @@ def train_classifier(
     opt = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-4)
     sched = _schedule(torch, opt, steps)
     lossf = torch.nn.BCEWithLogitsLoss()
-    t1, loss_avg = time.perf_counter(), float("nan")
-    net.train()
-    for step in range(steps):
+
+    def batch_loss():
         idx = torch.from_numpy(rng.integers(0, len(labels), batch_size))
         keep = torch.from_numpy((rng.random(batch_size) >= DM_TIME_DROPOUT).astype(np.float32))[
             :, None, None, None
         ]
         logits = net(ft_all[idx].to(dev), (dt_all[idx] * keep).to(dev))
-        loss = lossf(logits, y_all[idx].to(dev))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        loss_avg = loss.item() if step == 0 else 0.95 * loss_avg + 0.05 * loss.item()
-        if (step + 1) % max(steps // 10, 1) == 0:
-            log(f"classifier step {step + 1}/{steps}: loss {loss_avg:.4f}")
-    t_train = time.perf_counter() - t1
+        return lossf(logits, y_all[idx].to(dev))
+
+    loss_avg, t_train = _optimise(net, opt, sched, steps, batch_loss, name="classifier", log=log)
     path = export_classifier(net, Path(out) / "classifier.onnx")
     return _finish(
         "classifier",
