@@ -20,7 +20,7 @@ from drafts_ops import __version__
 from drafts_ops.errors import DraftsError
 
 #: Science sub-commands, in the order ``drafts --help`` lists them.
-COMMAND_MODULES: tuple[str, ...] = ("info",)
+COMMAND_MODULES: tuple[str, ...] = ("info", "dedisperse", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:

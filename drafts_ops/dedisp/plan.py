@@ -52,16 +52,20 @@ def tolerance_dm_trials(
     """DM trials from ``dm_min`` until one reaches ``dm_max`` (dedisp's ``generate_dm_list``).
 
     Parameters are in seconds and MHz; ``pulse_width_s`` is the narrowest intrinsic width
-    searched and ``dm_tol`` the allowed growth of the effective width between trials.
+    searched and ``dm_tol`` the allowed growth of the effective width between trials. As
+    in dedisp (and Heimdall, which calls it), the last trial is the first one ``>= dm_max``
+    and the smearing is evaluated at channel ``nchans // 2 - 0.5`` (integer division).
     """
     _check_dm_range(dm_min, dm_max)
+    if not (tsamp > 0 and nchans >= 1):
+        raise ParameterError(f"tsamp = {tsamp} s and nchans = {nchans} must be positive")
     if dm_tol <= 1:
         raise ParameterError(f"dm_tol = {dm_tol} must be > 1")
     if pulse_width_s < 0:
         raise ParameterError(f"pulse width {pulse_width_s} s must be >= 0")
     tsamp_us = tsamp * 1e6
     width_us = pulse_width_s * 1e6
-    f_ghz = (fch1 + (nchans / 2 - 0.5) * foff) * 1e-3
+    f_ghz = (fch1 + (nchans // 2 - 0.5) * foff) * 1e-3
     tol2 = dm_tol**2
     a2 = (8.3 * foff / f_ghz**3) ** 2
     b2 = a2 * nchans**2 / 16.0
@@ -79,7 +83,7 @@ def fixed_step_dm_trials(dm_min: float, dm_max: float, dm_step: float) -> np.nda
     _check_dm_range(dm_min, dm_max)
     if not dm_step > 0:
         raise ParameterError(f"DM step {dm_step} must be positive")
-    count = int(math.floor((dm_max - dm_min) / dm_step + 1e-9)) + 1
+    count = math.floor((dm_max - dm_min) / dm_step + 1e-9) + 1
     return dm_min + dm_step * np.arange(count, dtype=np.float64)
 
 
@@ -162,7 +166,9 @@ class DMPlan:
         if np.any(dms < 0):
             raise ParameterError("DM trials must be >= 0")
         factors = np.ones(dms.size, np.int32) if decimation is None else np.asarray(decimation)
-        return cls(dms, freqs, float(tsamp), delay_table(dms, freqs, tsamp), factors.astype(np.int32))
+        return cls(
+            dms, freqs, float(tsamp), delay_table(dms, freqs, tsamp), factors.astype(np.int32)
+        )
 
     @classmethod
     def from_header(
