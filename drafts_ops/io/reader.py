@@ -35,7 +35,11 @@ class ObservationReader(ABC):
         The span is clipped to the end of the file. ``raw=False`` gives float32 total
         intensity; ``raw=True`` gives the unpacked samples in their native type (uint8 for
         nbits <= 8, uint16, float32) where the format stores unscaled integers, so that a
-        dedispersion operator can adapt the dtype itself without a float copy.
+        dedispersion operator can adapt the dtype itself without a float copy. Where values
+        must be combined or calibrated first (several IFs/polarisations; PSRFITS scales,
+        offsets, weights or zero offset other than the identity) ``raw=True`` also gives
+        float32. Float data holding NaN or inf raise :class:`ObservationError` naming the
+        samples.
         """
         if start < 0 or nsamp < 0:
             raise ParameterError(f"{self.path}: cannot read {nsamp} samples from {start}")
