@@ -20,7 +20,7 @@ import numpy as np
 from drafts_ops.dedisp.modes import Backend, Mode
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.detect.candidates import Candidate, candidates_from_clusters
-from drafts_ops.detect.cluster import ClusterLinks, merge_blocks
+from drafts_ops.detect.cluster import ClusterLinks, merge_blocks, merge_sidelobes
 from drafts_ops.detect.preprocess import (
     NormMethod,
     auto_mask,
@@ -332,12 +332,15 @@ def process_block(path: PathLike, plan: SearchPlan, block_index: int, work_dir: 
 
 
 def merge_block_results(paths: Sequence[PathLike], plan: SearchPlan) -> list[Candidate]:
-    """Cluster the giants of all blocks together: one candidate per burst, brightest first."""
+    """Cluster the giants of all blocks together and fold bow-tie sidelobes into their
+    burst: one candidate per burst, brightest first."""
     parts = [Giants.load(p) for p in paths]
     clusters = merge_blocks(parts, plan.config.links)
+    dms = np.asarray(plan.dms)
+    clusters = merge_sidelobes(clusters, dms, plan.header.chan_freqs, plan.header.tsamp)
     return candidates_from_clusters(
         clusters,
-        np.asarray(plan.dms),
+        dms,
         plan.header.tsamp,
         file=plan.path,
         beam=plan.raw_header.ibeam,

@@ -4,7 +4,9 @@ A burst lights up a bow-tie of DM trials and boxcar widths around its true DM an
 arrival; linking giants that are close in all three and keeping the brightest member
 turns the bow-tie into a single candidate (Heimdall's ``label_candidate_clusters``).
 Blocks are merged by clustering the giants of all blocks together, so a burst on a block
-edge gives one candidate exactly as it would inside a block.
+edge gives one candidate exactly as it would inside a block. Bright or wide bursts also
+light up the far arms of the bow-tie, which gaps can split off the main cluster;
+:func:`merge_sidelobes` folds those back into the burst they belong to.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from drafts_ops.dedisp.plan import dispersion_delay_s
 from drafts_ops.detect.kernels import friends_of_friends
 from drafts_ops.detect.single_pulse import Giants
 from drafts_ops.errors import ParameterError
@@ -111,3 +114,73 @@ def merge_blocks(parts: Sequence[Giants], links: ClusterLinks | None = None) -> 
     into one cluster.
     """
     return cluster_giants(Giants.concatenate(list(parts)), links)
+
+
+#: Default slack (samples) of :func:`merge_sidelobes` beyond half the sum of the widths.
+SIDELOBE_SLACK = 8
+
+
+def merge_sidelobes(
+    clusters: Clusters,
+    dms: np.ndarray,
+    freqs_mhz: np.ndarray,
+    tsamp: float,
+    *,
+    slack: float = SIDELOBE_SLACK,
+) -> Clusters:
+    """Fold bow-tie sidelobe clusters into the brighter cluster whose burst made them.
+
+    A burst arriving at the top of the band at ``t0`` with DM ``d0``, dedispersed at trial
+    ``d``, is smeared over ``[t0 - D, t0]`` where ``D = delay(d - d0)`` across the band
+    (``dispersion_delay_s(d - d0, f_min, f_max)``; negative for ``d < d0``): too high a DM
+    makes it appear early, too low a DM late. A weaker head at ``(t, d)`` is a sidelobe of a
+    brighter head at ``(t0, d0)`` when ``t - t0`` lies between ``0`` and ``-D`` within
+    ``(w + w0) / 2 + slack`` samples. Its members, sample span and detector score join the
+    brighter cluster; heads stay brightest first.
+
+    Parameters
+    ----------
+    clusters : Clusters
+        Output of :func:`cluster_giants` (brightest first).
+    dms : np.ndarray
+        DM trials of the plan, pc cm^-3 (indexed by ``heads.dm_index``).
+    freqs_mhz : np.ndarray
+        Channel centre frequencies, MHz.
+    tsamp : float
+        Sample time of ``heads.sample``, s.
+    slack : float
+        Extra tolerance on the time offset, samples.
+    """
+    n = len(clusters)
+    if n < 2:
+        return clusters
+    if slack < 0 or tsamp <= 0:
+        raise ParameterError(f"merge_sidelobes: need slack >= 0, tsamp > 0; got {slack}, {tsamp}")
+    freqs = np.asarray(freqs_mhz, np.float64)
+    heads = clusters.heads
+    dm = np.asarray(dms, np.float64)[heads.dm_index]
+    t = heads.sample.astype(np.float64)
+    w = heads.width.astype(np.float64)
+    members = clusters.members.copy()
+    first, last = clusters.first_sample.copy(), clusters.last_sample.copy()
+    score = clusters.score.copy()
+    alive = np.ones(n, bool)
+    for i in range(n):
+        if not alive[i]:
+            continue
+        rest = np.flatnonzero(alive[i + 1 :]) + i + 1
+        if rest.size == 0:
+            break
+        early = dispersion_delay_s(dm[rest] - dm[i], freqs.min(), freqs.max()) / tsamp
+        lo, hi = np.minimum(0.0, -early), np.maximum(0.0, -early)
+        tol = 0.5 * (w[rest] + w[i]) + slack
+        offset = t[rest] - t[i]
+        side = rest[(offset >= lo - tol) & (offset <= hi + tol) & (heads.snr[rest] <= heads.snr[i])]
+        if side.size == 0:
+            continue
+        alive[side] = False
+        members[i] += members[side].sum()
+        first[i] = min(first[i], first[side].min())
+        last[i] = max(last[i], last[side].max())
+        score[i] = np.fmax(score[i], np.fmax.reduce(score[side]))
+    return Clusters(heads.select(alive), members[alive], first[alive], last[alive], score[alive])

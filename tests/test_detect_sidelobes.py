@@ -1,0 +1,105 @@
+"""Bow-tie sidelobes: a bright or wide burst gives one candidate, not one per DM arm."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from drafts_ops.dedisp.plan import delay_table, dispersion_delay_s
+from drafts_ops.detect.cluster import Clusters, cluster_giants, merge_blocks, merge_sidelobes
+from drafts_ops.detect.single_pulse import Giants
+from drafts_ops.io.header import Header
+from drafts_ops.io.sigproc import write_sigproc
+from drafts_ops.pipeline import SearchConfig, merge_block_results, plan_search, process_block
+
+HEADER = Header(nchans=64, fch1=1500.0, foff=-4.0, tsamp=1e-3, nbits=32, nsamples=6000)
+DMS = np.arange(0.0, 400.0, 50.0)  # trial index k <-> DM 50 k
+FAST = {"dm_min": 0.0, "dm_max": 1000.0, "write_h5": False, "write_plots": False,
+        "classify": False}  # fmt: skip
+
+
+def _clusters(rows) -> Clusters:
+    """Clusters from (dm_index, sample, width, snr, members) rows, brightest first."""
+    rows = sorted(rows, key=lambda r: -r[3])
+    dm, sample, width, snr, members = (np.array(col) for col in zip(*rows, strict=True))
+    heads = Giants(dm.astype(np.int32), sample.astype(np.int64), width.astype(np.int32),
+                   snr.astype(np.float32))  # fmt: skip
+    span = sample.astype(np.int64)
+    return Clusters(heads, members.astype(np.int64), span, span.copy(),
+                    np.full(len(rows), np.nan, np.float32))  # fmt: skip
+
+
+def test_sidelobe_sign_follows_dedispersion():
+    """Too high a DM shows the burst early, too low a DM late, by up to delay(dDM)."""
+    lag = dispersion_delay_s(50.0, HEADER.chan_freqs.min(), HEADER.chan_freqs.max()) / 1e-3
+    assert 40 < lag < 42  # samples, for dDM = 50 over 1500..1248 MHz
+    burst = (3, 1000, 4, 40.0, 30)  # DM 150
+    cases = {  # weaker head -> is it a sidelobe?
+        (4, 960, 4, 9.0, 2): True,  # DM 200, early by ~lag: yes
+        (4, 1030, 4, 9.0, 2): False,  # DM 200, late: no
+        (2, 1030, 4, 9.0, 2): True,  # DM 100, late: yes
+        (2, 960, 4, 9.0, 2): False,  # DM 100, early: no
+        (7, 1000 - 3 * 41, 64, 8.0, 3): True,  # DM 350, early by 4 lag (within its width)
+        (7, 1000 - 8 * 41, 4, 8.0, 3): False,  # far beyond the bow-tie
+    }
+    for other, expected in cases.items():
+        merged = merge_sidelobes(_clusters([burst, other]), DMS, HEADER.chan_freqs, 1e-3)
+        assert (len(merged) == 1) == expected, other
+        assert merged.heads.sample[0] == 1000 and merged.heads.snr[0] == 40.0
+        assert merged.members.tolist() == ([30 + other[4]] if expected else [30, other[4]])
+
+
+def test_only_a_brighter_head_absorbs_and_spans_grow():
+    rows = [(3, 1000, 4, 40.0, 30), (4, 960, 4, 9.0, 2), (0, 5000, 2, 12.0, 5)]
+    merged = merge_sidelobes(_clusters(rows), DMS, HEADER.chan_freqs, 1e-3)
+    assert merged.heads.snr.tolist() == [40.0, 12.0]
+    assert merged.members.tolist() == [32, 5]
+    assert (merged.first_sample[0], merged.last_sample[0]) == (960, 1000)
+    empty = cluster_giants(Giants.empty())
+    assert len(merge_sidelobes(empty, DMS, HEADER.chan_freqs, 1e-3)) == 0
+
+
+def _within_dm_smearing(cand, dm: float) -> bool:
+    """The DM error smears the pulse by less than its boxcar width."""
+    lag = dispersion_delay_s(abs(cand.dm - dm), HEADER.chan_freqs.min(), HEADER.chan_freqs.max())
+    return bool(lag / 1e-3 < cand.width_samples)
+
+
+def _search(tmp_path, bursts, block_size=100_000):
+    """Search a 64-channel file with Gaussian bursts (dm, arrival sample, amplitude, fwhm)."""
+    data = np.random.default_rng(3).normal(20.0, 2.0, size=(64, 6000)).astype(np.float32)
+    for dm, at, amp, fwhm in bursts:
+        x = np.arange(-2 * fwhm, 2 * fwhm)
+        profile = amp * np.exp(-0.5 * (x / (fwhm / 2.355)) ** 2)
+        for c, d in enumerate(delay_table(np.array([dm]), HEADER.chan_freqs, 1e-3)[0]):
+            data[c, at + d + x] += profile
+    path = write_sigproc(tmp_path / "bursts.fil", HEADER, data)
+    cfg = SearchConfig(block_size=block_size, **FAST)
+    plan = plan_search(path, cfg)
+    parts = [process_block(path, plan, i, tmp_path) for i in range(len(plan.blocks))]
+    fof = merge_blocks([Giants.load(p) for p in parts], cfg.links)
+    return fof, merge_block_results(parts, plan)
+
+
+def test_bright_wide_burst_gives_one_candidate(tmp_path):
+    fof, cands = _search(tmp_path, [(500.0, 2000, 2.5, 48)])
+    assert len(fof) > 1  # friends-of-friends alone splits off the bow-tie arms
+    assert len(cands) == 1, cands
+    (cand,) = cands
+    assert _within_dm_smearing(cand, 500.0) and abs(cand.sample - 2000) <= 8 and cand.snr > 40
+    assert cand.members == int(fof.members.sum())
+
+
+@pytest.mark.parametrize("block_size", [100_000, 1000])
+def test_two_bursts_off_each_others_bowtie_stay_two(tmp_path, block_size):
+    bursts = [(100.0, 1850, 3.0, 8), (500.0, 2000, 2.5, 48)]  # DM 100 arrives early: no arm
+    _, cands = _search(tmp_path, bursts, block_size)
+    assert len(cands) == 2, cands
+    for cand, (dm, at, *_) in zip(sorted(cands, key=lambda c: c.dm), bursts, strict=True):
+        assert _within_dm_smearing(cand, dm) and abs(cand.sample - at) <= 24, cand
+
+
+def test_negative_slack_is_an_error():
+    with pytest.raises(Exception, match="slack"):
+        merge_sidelobes(_clusters([(3, 1000, 4, 40.0, 30), (4, 960, 4, 9.0, 2)]), DMS,
+                        HEADER.chan_freqs, 1e-3, slack=-1)  # fmt: skip
