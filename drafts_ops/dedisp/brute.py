@@ -83,6 +83,15 @@ def accumulate_channels(acc, data, dl, shift, c0, c1, n):  # noqa: PLR0917  # pr
         c += 1
 
 
+@njit(inline="always", cache=True)
+def tile_origin(k, nrow_tiles, ntime_tiles, tile_rows, tile_t):  # pragma: no cover
+    """Batch index, first row and first sample of flat tile ``k`` (tiles: batch x rows x time)."""
+    b = k // (nrow_tiles * ntime_tiles)
+    r0 = ((k // ntime_tiles) % nrow_tiles) * tile_rows
+    t0 = (k % ntime_tiles) * tile_t
+    return b, r0, t0
+
+
 @njit(parallel=True, fastmath=True, cache=True)
 def brute_tiles(data, delays, out, tile_dm, tile_t, tile_chan):  # noqa: PLR0917  # pragma: no cover
     """Dedisperse ``data [nbatch, nchan, nsamp]`` into ``out [nbatch, ndm, nout]``."""
@@ -91,9 +100,7 @@ def brute_tiles(data, delays, out, tile_dm, tile_t, tile_chan):  # noqa: PLR0917
     ntd = (ndm + tile_dm - 1) // tile_dm
     ntt = (nout + tile_t - 1) // tile_t
     for k in prange(nbatch * ntd * ntt):
-        b = k // (ntd * ntt)
-        d0 = ((k // ntt) % ntd) * tile_dm
-        t0 = (k % ntt) * tile_t
+        b, d0, t0 = tile_origin(k, ntd, ntt, tile_dm, tile_t)
         d1 = min(d0 + tile_dm, ndm)
         n = min(t0 + tile_t, nout) - t0
         block = data[b]

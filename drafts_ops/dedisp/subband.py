@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit, prange
 
-from drafts_ops.dedisp.brute import _add1, _add4, _add8, accumulate_channels
+from drafts_ops.dedisp.brute import _add1, _add4, _add8, accumulate_channels, tile_origin
 from drafts_ops.dedisp.plan import smearing_s
 from drafts_ops.errors import OperatorError
 
@@ -242,9 +242,7 @@ def subband_stage1(  # noqa: PLR0917 (kernel: positional)
     nrb = (nrow + tile_rows - 1) // tile_rows
     ntt = (maxlen + tile_t - 1) // tile_t
     for k in prange(nbatch * nrb * ntt):
-        b = k // (nrb * ntt)
-        r0 = ((k // ntt) % nrb) * tile_rows
-        t0 = (k % ntt) * tile_t
+        b, r0, t0 = tile_origin(k, nrb, ntt, tile_rows, tile_t)
         for r in range(r0, min(r0 + tile_rows, nrow)):
             if t0 >= row_len[r]:
                 continue
@@ -265,9 +263,7 @@ def subband_stage2(y, base, out, tile_dm, tile_t, t_offset, nout):  # noqa: PLR0
     ntd = (ndm + tile_dm - 1) // tile_dm
     ntt = (nout + tile_t - 1) // tile_t
     for k in prange(nbatch * ntd * ntt):
-        b = k // (ntd * ntt)
-        d0 = ((k // ntt) % ntd) * tile_dm
-        t0 = (k % ntt) * tile_t
+        b, d0, t0 = tile_origin(k, ntd, ntt, tile_dm, tile_t)
         n = min(t0 + tile_t, nout) - t0
         yb = y[b]
         for d in range(d0, min(d0 + tile_dm, ndm)):
