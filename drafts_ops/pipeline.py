@@ -1,19 +1,24 @@
-"""The search pipeline as stage functions: plan → blocks → merge → classify → write.
+"""The search: its configuration, its plan, its stages and the one sequence that runs them.
 
-The Prefect flows wrap each stage in a task; stages exchange file paths and small,
-picklable metadata (:class:`SearchConfig`, :class:`SearchPlan`), never big arrays.
-:func:`search_observation` runs the same stages in sequence without Prefect.
+Stages: plan → dedisperse+detect (a streaming pass over the file, one or more segments of
+consecutive blocks) → merge → cutouts → classify → write. :func:`run_search` is the only
+place that orders them; it runs each stage through a :class:`StageRunner`: the default
+runs them here, one after another; the Prefect flow passes a runner that makes each stage
+a task (``flows/search.py``). Stages exchange file paths and small picklable metadata
+(:class:`SearchConfig`, :class:`SearchPlan`), never big arrays.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import logging
 import math
-import time
-from collections.abc import Sequence
+import shutil
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 
@@ -21,23 +26,23 @@ from drafts_ops.dedisp.modes import Backend, Mode
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.detect.candidates import Candidate, candidates_from_clusters
 from drafts_ops.detect.cluster import ClusterLinks, merge_blocks, merge_sidelobes
-from drafts_ops.detect.preprocess import (
-    NormMethod,
-    auto_mask,
-    decimate_frequency,
-    decimate_mask,
-    decimate_time,
-    preprocess_block,
-    static_mask,
-)
-from drafts_ops.detect.single_pulse import Giants, block_snr, giants_above, giants_at
+from drafts_ops.detect.preprocess import NormMethod, decimate_block, prepare_block, static_mask
+from drafts_ops.detect.single_pulse import Giants, boxcar_widths, giants_above, giants_at
 from drafts_ops.errors import ParameterError
 from drafts_ops.io import open_observation
 from drafts_ops.io.header import Header
+from drafts_ops.perf import ObservationSize, PerfRecorder, PerfReport
+
+log = logging.getLogger(__name__)
 
 Detector = Literal["classical", "ml", "both"]
 
 PathLike = str | Path
+
+#: Stage names, in order, as they appear in ``perf.json``.
+STAGES = ("plan", "dedisperse_detect", "merge", "cutouts", "classify", "write")
+#: Intermediate results (per-segment giants, cutouts) live here under the output directory.
+WORK_DIR = "work"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,30 +52,35 @@ class SearchConfig:
     Attributes
     ----------
     dm_min, dm_max : float
-        DM range, pc cm^-3.
+        DM range, pc cm^-3. Trials whose sweep does not fit in the observation are dropped
+        (the plan's ``notes`` say how far the search reached).
     dm_step : float or None
         Fixed DM step (pc cm^-3); ``None`` uses the tolerance rule with ``dm_tol``.
     dm_tol : float
         Allowed growth of the effective width between DM trials (dedisp / Heimdall).
     dedisp_mode : "prototype" | "production"
-        Which dedispersion implementation runs.
+        Which dedispersion implementation runs (production by default; the prototype is
+        the baseline that ``drafts validate`` compares against).
     backend : "cpu" | "cuda"
         Where dedispersion runs.
     algorithm : str
-        Dedispersion algorithm of the production operator (checked by the operator; not
-        used by the prototype).
+        Dedispersion algorithm of the production operator (``subband`` by default: the
+        fastest whose S/N loss stays under 5%; the prototype is brute force only).
     detector : "classical" | "ml" | "both"
         Boxcar search, the neural detector, or both (then classified by the classifier).
-    block_size : int
-        New (dedispersed) samples per block; blocks overlap by the maximum delay.
+    block_size : int or None
+        New (dedispersed) samples per block; ``None`` chooses it from ``memory_budget_mib``.
+    memory_budget_mib : float
+        Memory the block buffers may use, MiB (input, normalised block, DM-time, S/N).
     snr_threshold : float
         Boxcar S/N threshold (Heimdall convention).
     max_width_samples : int
-        Widest boxcar (samples); widths 1, 2, 4, ... up to it.
+        Widest boxcar (samples); widths spaced by sqrt(2) up to it
+        (:func:`~drafts_ops.detect.single_pulse.boxcar_widths`).
     baseline_s : float
         Running-median baseline window, s.
     norm_method : "mad" | "iqr"
-        Robust noise estimator for channels and dedispersed series.
+        Robust noise estimator for channels.
     mask_channels : tuple of int
         Channels always masked (file order).
     auto_mask : bool
@@ -83,17 +93,14 @@ class SearchConfig:
         Average this many samples / channels before searching.
     decimate : bool
         Dedisperse each DM trial at its Heimdall / DDplan time resolution
-        (``DMPlan.from_header(..., decimate=True)``; production mode only). The boxcar
-        search scales decimated rows so that their S/N keeps the white-noise convention.
+        (``DMPlan.from_header(..., decimate=True)``; production mode only).
     time_link, dm_link, width_link : int
         Clustering linking lengths (samples, DM trials, log2 width).
     detector_threshold : float
         Minimum neural-detector heatmap score (0..1) of a detection.
     ml_min_snr : float
         Neural-detector peaks whose best boxcar S/N (within 2 samples and one DM trial)
-        is below this are dropped: on noise the detector fires at S/N 1-5, and the
-        classifier passes some of those (``drafts evaluate search`` measured ~4 per
-        minute before this floor).
+        is below this are dropped.
     classify : bool
         Score every candidate (of any detector) with the shipped classifier; the
         probability is written beside it (``classifier_prob``).
@@ -106,14 +113,15 @@ class SearchConfig:
     """
 
     dm_min: float = 0.0
-    dm_max: float = 1000.0
+    dm_max: float = 3000.0
     dm_step: float | None = None
     dm_tol: float = 1.25
-    dedisp_mode: Mode = "prototype"
-    algorithm: str = "brute"
+    dedisp_mode: Mode = "production"
+    algorithm: str = "subband"
     backend: Backend = "cpu"
     detector: Detector = "classical"
-    block_size: int = 16384
+    block_size: int | None = None
+    memory_budget_mib: float = 1024.0
     snr_threshold: float = 6.5
     max_width_samples: int = 64
     baseline_s: float = 2.0
@@ -149,23 +157,24 @@ class SearchConfig:
             problems.append(f"dm_step = {self.dm_step}")
         if not self.dm_tol > 1:
             problems.append(f"dm_tol = {self.dm_tol} (must be > 1)")
-        for name in ("block_size", "max_width_samples", "time_decimation", "freq_decimation"):
+        for name in ("max_width_samples", "time_decimation", "freq_decimation"):
             if int(getattr(self, name)) < 1:
                 problems.append(f"{name} = {getattr(self, name)} (must be >= 1)")
+        if self.block_size is not None and int(self.block_size) < 1:
+            problems.append(f"block_size = {self.block_size} (must be >= 1)")
+        if not self.memory_budget_mib >= 64:
+            problems.append(f"memory_budget_mib = {self.memory_budget_mib} (must be >= 64)")
         if not (self.snr_threshold > 0 and self.baseline_s > 0 and self.ml_min_snr >= 0):
             problems.append("snr_threshold and baseline_s must be positive, ml_min_snr >= 0")
         for name in ("detector_threshold", "classifier_threshold"):
             if not 0 <= getattr(self, name) <= 1:
                 problems.append(f"{name} = {getattr(self, name)} (must be in 0..1)")
-        problems += [
-            text
-            for bad, text in (
-                (self.decimate and self.dedisp_mode != "production",
-                 "decimate needs dedisp_mode 'production' (the prototype ignores it)"),
-                (self.max_outputs < 0, f"max_outputs = {self.max_outputs}"),
-            )
-            if bad
-        ]  # fmt: skip
+        if self.decimate and self.dedisp_mode != "production":
+            problems.append("decimate needs dedisp_mode 'production' (the prototype ignores it)")
+        if self.dedisp_mode == "prototype" and self.algorithm != "brute":
+            object.__setattr__(self, "algorithm", "brute")  # the prototype has one algorithm
+        if self.max_outputs < 0:
+            problems.append(f"max_outputs = {self.max_outputs}")
         if problems:
             raise ParameterError("bad search configuration: " + "; ".join(problems))
 
@@ -188,13 +197,15 @@ class SearchConfig:
 @dataclass(frozen=True)
 class BlockRange:
     """One block, in searched samples: it owns output samples ``[start, stop)`` and reads
-    ``[read_start, read_stop)`` (padding for boxcars plus the maximum delay)."""
+    ``[read_start, read_stop)`` (padding for boxcars plus the maximum delay, clipped to the
+    data; the operator sees ``read_len`` samples, zero-padded beyond the data)."""
 
     index: int
     start: int
     stop: int
     read_start: int
     read_stop: int
+    read_len: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,6 +213,7 @@ class SearchPlan:
     """Everything the stages need to know about one observation's search (small, picklable).
 
     ``header`` describes the searched data (after decimation), ``raw_header`` the file.
+    ``notes`` are things the user should know (e.g. DM trials dropped for a short file).
     """
 
     path: str
@@ -211,14 +223,25 @@ class SearchPlan:
     dms: tuple[float, ...]
     max_delay: int
     blocks: tuple[BlockRange, ...]
+    block_size: int
     decimation: tuple[int, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def dm_plan(self) -> DMPlan:
-        """The DM plan of the searched data (delays rebuilt from the trials)."""
-        factors = np.asarray(self.decimation, np.int32) if self.decimation else None
-        return DMPlan.build(
-            np.asarray(self.dms), self.header.chan_freqs, self.header.tsamp, factors
+        """The DM plan of the searched data (built once per content, then cached)."""
+        return _dm_plan_cached(
+            self.dms, tuple(self.header.chan_freqs.tolist()), self.header.tsamp, self.decimation
         )
+
+    def segments(self, count: int) -> list[tuple[int, ...]]:
+        """The blocks split into at most ``count`` runs of consecutive block indices."""
+        count = max(1, min(int(count), len(self.blocks)))
+        return [tuple(int(i) for i in part) for part in np.array_split(
+            np.arange(len(self.blocks)), count) if part.size]  # fmt: skip
+
+    @property
+    def searched_samples(self) -> int:
+        return sum(b.stop - b.start for b in self.blocks)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -230,105 +253,239 @@ class SearchPlan:
             "dm_min": self.dms[0],
             "dm_max": self.dms[-1],
             "max_delay_samples": self.max_delay,
+            "block_size": self.block_size,
             "nblocks": len(self.blocks),
-            "searched_samples": sum(b.stop - b.start for b in self.blocks),
+            "searched_samples": self.searched_samples,
+            "notes": list(self.notes),
         }
 
 
-@dataclass(frozen=True, kw_only=True)
-class SearchResult:
-    """What :func:`search_observation` returns: candidates, files written, stage times (s)."""
-
-    candidates: list[Candidate]
-    outputs: dict[str, Path]
-    plan: SearchPlan
-    timings: dict[str, float] = field(default_factory=dict)
+@functools.lru_cache(maxsize=8)
+def _dm_plan_cached(
+    dms: tuple[float, ...], freqs: tuple[float, ...], tsamp: float, decimation: tuple[int, ...]
+) -> DMPlan:
+    factors = np.asarray(decimation, np.int32) if decimation else None
+    return DMPlan.build(np.asarray(dms), np.asarray(freqs), tsamp, factors)
 
 
-# -- stages ------------------------------------------------------------------------------
+# -- plan --------------------------------------------------------------------------------
+
+#: Fewest output samples a DM trial needs to be searched (whole boxcars and noise).
+MIN_TRIAL_SAMPLES = 256
 
 
 def plan_search(path: PathLike, config: SearchConfig) -> SearchPlan:
-    """Read the header, build the DM plan and split the observation into blocks."""
+    """Read the header, build the DM plan and split the observation into blocks.
+
+    Every sample of the observation is searched: block ``k`` owns ``[k B, (k+1) B)`` and
+    the last block is zero-padded, so DM trial ``d`` is searched up to ``nsamples -
+    delay(d)``. Trials whose sweep leaves fewer than :data:`MIN_TRIAL_SAMPLES` samples are
+    dropped, and ``notes`` says so.
+    """
     with open_observation(path) as reader:
         raw = reader.header
     header = _searched_header(raw, config)
-    plan = DMPlan.from_header(
-        header,
-        config.dm_min,
-        config.dm_max,
-        config.dm_step,
-        dm_tol=config.dm_tol,
-        decimate=config.decimate,
-    )
-    end = header.nsamples - plan.max_delay  # last sample dedispersable at every DM
-    if end <= 0:
+    full = DMPlan.from_header(
+        header, config.dm_min, config.dm_max, config.dm_step,
+        dm_tol=config.dm_tol, decimate=config.decimate,
+    )  # fmt: skip
+    fits = full.delays.max(axis=1) <= header.nsamples - MIN_TRIAL_SAMPLES
+    notes: list[str] = []
+    if not fits.any():
         raise ParameterError(
-            f"{path}: {header.tobs:.3f} s of data is shorter than the dispersion delay "
-            f"{plan.max_delay * header.tsamp:.3f} s at DM {plan.dms[-1]:.1f}; lower dm_max"
+            f"{path}: {header.tobs:.3f} s of data is shorter than the dispersion sweep "
+            f"{full.delays[0].max() * header.tsamp:.3f} s at DM {full.dms[0]:.1f} plus "
+            f"{MIN_TRIAL_SAMPLES} samples; lower dm_min"
         )
+    if not fits.all():
+        kept = int(np.flatnonzero(fits)[-1]) + 1
+        notes.append(
+            f"observation of {header.tobs:.2f} s is too short for DM {config.dm_max:g}: "
+            f"searched DM {full.dms[0]:g}-{full.dms[kept - 1]:.1f} pc cm^-3 "
+            f"({kept} of {full.ndm} trials)"
+        )
+        log.warning("%s: %s", path, notes[-1])
+        full = DMPlan.build(full.dms[:kept], full.freqs, full.tsamp, full.decimation[:kept])
     pad = config.max_width_samples + config.time_link
+    size = config.block_size or block_size_for_budget(
+        raw, header, full, config.memory_budget_mib, pad, ml=config.detector != "classical"
+    )
+    factor = int(full.decimation.max())
+    size = -(-int(size) // factor) * factor  # decimated trials' windows align across blocks
     blocks = []
-    for index, start in enumerate(range(0, end, config.block_size)):
-        stop = min(start + config.block_size, end)
+    for index, start in enumerate(range(0, header.nsamples, size)):
+        stop = min(start + size, header.nsamples)
         read_start = max(start - pad, 0)
-        read_stop = min(stop + pad, end) + plan.max_delay
-        blocks.append(BlockRange(index, start, stop, read_start, read_stop))
+        want = min(stop + pad, header.nsamples) + full.max_delay
+        blocks.append(BlockRange(index, start, stop, read_start, min(want, header.nsamples),
+                                 want - read_start))  # fmt: skip
     return SearchPlan(
         path=str(path),
         config=config,
         raw_header=raw,
         header=header,
-        dms=tuple(float(d) for d in plan.dms),
-        max_delay=plan.max_delay,
+        dms=tuple(float(d) for d in full.dms),
+        max_delay=full.max_delay,
         blocks=tuple(blocks),
-        decimation=tuple(int(f) for f in plan.decimation) if config.decimate else (),
+        block_size=size,
+        decimation=tuple(int(f) for f in full.decimation) if config.decimate else (),
+        notes=tuple(notes),
     )
 
 
-def process_block(path: PathLike, plan: SearchPlan, block_index: int, work_dir: PathLike) -> Path:
-    """Search one block: read, preprocess, dedisperse, boxcar search (and the neural
-    detector when configured). Writes the block's giants to ``work_dir`` and returns the path.
+#: Memory that the budget leaves for what is not a block buffer (operator scratch, models).
+BUDGET_RESERVE_MIB = 320.0
+
+
+def block_size_for_budget(
+    raw: Header, header: Header, plan: DMPlan, budget_mib: float, pad: int, *, ml: bool = False
+) -> int:
+    """Output samples per block so that one block's buffers fit in ``budget_mib``.
+
+    Per searched sample a block holds the raw input (in its file dtype, as read), the
+    normalised float32 block, the float32 DM-time array (overwritten by S/N) and an int8
+    width index (a second float32 S/N array with the neural detector); the overlap
+    (maximum delay plus boxcar padding) costs the input terms once more. Returns a multiple
+    of 1024, at least 4096.
     """
+    tf = max(1, round(header.tsamp / raw.tsamp))
+    raw_bytes = raw.nchans * max(raw.nbits, 8) / 8 * tf
+    input_bytes = raw_bytes + 4 * header.nchans * (2 if tf > 1 or raw.nchans != header.nchans else 1)
+    output_bytes = plan.ndm * (4 + 1 + (4 if ml else 0))
+    overlap = plan.max_delay + 2 * pad
+    room = (budget_mib - BUDGET_RESERVE_MIB) * 1024**2 - overlap * input_bytes
+    size = int(room // (input_bytes + output_bytes))
+    return max(4096, size - size % 1024)
+
+
+# -- dedisperse + detect: the streaming pass ---------------------------------------------
+
+
+@dataclass
+class BlockBuffers:
+    """Buffers one streaming pass reuses for every block (sized for the largest block)."""
+
+    prepared: np.ndarray | None = None
+    dm_time: np.ndarray | None = None
+    snr: np.ndarray | None = None
+    width_index: np.ndarray | None = None
+
+    def get(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+        buf = getattr(self, name)
+        if buf is None or buf.shape != shape or buf.dtype != np.dtype(dtype):
+            buf = np.empty(shape, dtype)
+            setattr(self, name, buf)
+        return buf
+
+
+def search_segment(
+    block_indices: Sequence[int], path: PathLike, plan: SearchPlan, work_dir: PathLike,
+    *, on_block: Callable[[int], None] | None = None,
+) -> Path:  # fmt: skip
+    """Search consecutive blocks of the observation in one streaming pass.
+
+    Each block is read once (raw samples, decimated before any float copy), normalised
+    and masked, dedispersed by the configured operator and searched by the fused boxcar
+    kernel; giants of all the blocks go to one ``.npz`` file in ``work_dir`` (returned).
+    ``on_block(i)`` is called after each block (progress).
+    """
+    indices = list(block_indices)
+    if not indices:
+        raise ParameterError("search_segment needs at least one block")
+    dm_plan = plan.dm_plan()
+    buffers = BlockBuffers()
+    parts = []
+    with open_observation(path) as reader:
+        for i in indices:
+            block = plan.blocks[i]
+            data = read_searched(reader, plan, block.read_start, block.read_stop)
+            parts.append(search_block(data, plan, block, dm_plan, buffers))
+            reader.release(block.stop * plan.config.time_decimation)
+            if on_block is not None:
+                on_block(i)
+    name = f"giants_{indices[0]:05d}-{indices[-1]:05d}.npz"
+    return Giants.concatenate(parts).save(Path(work_dir) / name)
+
+
+def search_block(
+    data: np.ndarray, plan: SearchPlan, block: BlockRange, dm_plan: DMPlan,
+    buffers: BlockBuffers | None = None,
+) -> Giants:  # fmt: skip
+    """Preprocess, dedisperse and search one block's data ``[nchan, n]`` (searched
+    resolution, any dtype); returns its giants in file sample coordinates."""
     cfg = plan.config
-    block = plan.blocks[block_index]
-    data = _read_searched(path, plan, block.read_start, block.read_stop)
+    buffers = buffers or BlockBuffers()
+    nchan, nreal = data.shape
+    prepared = buffers.get("prepared", (nchan, block.read_len), np.float32)
     mask = static_mask(plan.raw_header.nchans, cfg.mask_channels)
     if cfg.freq_decimation > 1:
+        from drafts_ops.detect.preprocess import decimate_mask
+
         mask = decimate_mask(mask, cfg.freq_decimation)
-    clean, _ = preprocess_block(
-        data,
-        method=cfg.norm_method,
-        mask=mask,
-        auto=cfg.auto_mask,
-        threshold=cfg.mask_threshold,
-        zero_dm=cfg.zero_dm,
-    )
-    dm_plan = plan.dm_plan()
-    dm_time = _dedisperse(clean, dm_plan, cfg)
+    prepare_block(data, nreal, prepared, method=cfg.norm_method, mask=mask,
+                  auto=cfg.auto_mask, threshold=cfg.mask_threshold, zero_dm=cfg.zero_dm)  # fmt: skip
+    nout = block.read_len - dm_plan.max_delay
+    dm_time = buffers.get("dm_time", (dm_plan.ndm, nout), np.float32)
+    _dedisperse(prepared, dm_plan, cfg, out=dm_time)
+    valid = np.clip(nreal - dm_plan.delays.max(axis=1).astype(np.int64), 0, nout)
     keep = (block.start - block.read_start, block.stop - block.read_start)
+    use_ml = cfg.detector in ("ml", "both")
+    snr = buffers.get("snr", dm_time.shape, np.float32) if use_ml else dm_time
+    peaks = _load_detector().detect(dm_time, threshold=cfg.detector_threshold) if use_ml else []
+    widths = boxcar_widths(cfg.max_width_samples)
+    width_index = buffers.get("width_index", dm_time.shape, np.int8)
     baseline = max(round(cfg.baseline_s / plan.header.tsamp), 4 * cfg.max_width_samples)
-    snr, width = block_snr(
-        dm_time,
-        max_width=cfg.max_width_samples,
-        baseline_window=baseline,
-        method=cfg.norm_method,
-        decimation=dm_plan.decimation if cfg.decimate else None,
-    )
+    from drafts_ops.detect.kernels import search_rows
+
+    search_rows(dm_time, valid, widths, baseline, SEARCH_NOISE_POINTS, snr, width_index)
     parts = []
     if cfg.detector in ("classical", "both"):
-        parts.append(giants_above(snr, width, cfg.snr_threshold, sample_offset=block.read_start,
-                                  keep=keep))  # fmt: skip
-    if cfg.detector in ("ml", "both"):
-        peaks = _load_detector().detect(dm_time, threshold=cfg.detector_threshold)
+        parts.append(giants_above(snr, width_index, cfg.snr_threshold, widths=widths,
+                                  sample_offset=block.read_start, keep=keep))  # fmt: skip
+    if use_ml:
         dms = np.array([p.dm_index for p in peaks], np.float64)
         cols = np.array([p.sample for p in peaks], np.float64)
         owned = (cols >= keep[0] - 0.5) & (cols < keep[1] - 0.5)
         scores = np.array([p.score for p in peaks], np.float32)[owned]
-        ml = giants_at(snr, width, dms[owned], cols[owned], scores,
-                       sample_offset=block.read_start)  # fmt: skip
+        ml = giants_at(snr, widths[width_index] if peaks else width_index, dms[owned],
+                       cols[owned], scores, sample_offset=block.read_start)  # fmt: skip
         parts.append(ml.select(ml.snr >= cfg.ml_min_snr))
-    return Giants.concatenate(parts).save(Path(work_dir) / f"block_{block_index:05d}.npz")
+    return Giants.concatenate(parts)
+
+
+#: Strided samples from which each DM row's baseline and per-boxcar noise are measured.
+SEARCH_NOISE_POINTS = 1024
+#: Raw samples read (and decimated) at a time when a search averages samples or channels.
+DECIMATION_CHUNK_BYTES = 64 * 1024**2
+
+
+def read_searched(reader, plan: SearchPlan, start: int, stop: int) -> np.ndarray:
+    """Searched samples ``[start, stop)`` of an open reader, ``[nchan, n]``.
+
+    Without decimation: the raw samples in their own dtype (uint8 for 8-bit data). With
+    time / frequency decimation: float32 averages, read and decimated in chunks of about
+    :data:`DECIMATION_CHUNK_BYTES`, so no full-resolution float copy of the block exists.
+    """
+    cfg = plan.config
+    tf, ff = cfg.time_decimation, cfg.freq_decimation
+    if tf == 1 and ff == 1:
+        return reader.read_block(start, stop - start, raw=True)
+    raw = plan.raw_header
+    out = np.empty((raw.nchans // ff, stop - start), np.float32)
+    per_sample = raw.nchans * max(raw.nbits, 8) // 8 * tf
+    step = max(1, DECIMATION_CHUNK_BYTES // per_sample)
+    for a in range(start, stop, step):
+        b = min(a + step, stop)
+        chunk = reader.read_block(a * tf, (b - a) * tf, raw=True)
+        n = chunk.shape[1] // tf
+        if n:
+            out[:, a - start : a - start + n] = decimate_block(chunk[:, : n * tf], tf, ff)
+        if n < b - a:
+            return out[:, : a - start + n]
+    return out
+
+
+# -- merge, cutouts, classify, write -----------------------------------------------------
 
 
 def merge_block_results(paths: Sequence[PathLike], plan: SearchPlan) -> list[Candidate]:
@@ -339,22 +496,55 @@ def merge_block_results(paths: Sequence[PathLike], plan: SearchPlan) -> list[Can
     dms = np.asarray(plan.dms)
     clusters = merge_sidelobes(clusters, dms, plan.header.chan_freqs, plan.header.tsamp)
     return candidates_from_clusters(
-        clusters,
-        dms,
-        plan.header.tsamp,
-        file=plan.path,
-        beam=plan.raw_header.ibeam,
+        clusters, dms, plan.header.tsamp, file=plan.path, beam=plan.raw_header.ibeam
     )
 
 
+def cutout_count(candidates: Sequence[Candidate], config: SearchConfig) -> int:
+    """How many candidates (brightest first) need cutouts: all when classifying, else the
+    ones that get ``.h5`` files or PNGs."""
+    wanted = config.max_outputs if (config.write_h5 or config.write_plots) else 0
+    return len(candidates) if config.classify else min(wanted, len(candidates))
+
+
+def make_cutouts(
+    candidates: Sequence[Candidate], path: PathLike, plan: SearchPlan, work_dir: PathLike
+) -> Path | None:
+    """Compute each needed candidate's FETCH cutouts once; save them for the classifier,
+    the ``.h5`` writer and the PNG (``work_dir/cutouts.npz``, float16). ``None`` if none."""
+    from drafts_ops.atomic import atomic_path
+    from drafts_ops.detect.products import CutoutMaker
+
+    count = cutout_count(candidates, plan.config)
+    if count == 0:
+        return None
+    with open_observation(path) as reader:
+        maker = CutoutMaker(reader, plan)
+        pairs = [maker.cutouts(cand) for cand in candidates[:count]]
+    target = Path(work_dir) / "cutouts.npz"
+    with atomic_path(target) as tmp, tmp.open("wb") as fh:
+        np.savez(fh, freq_time=np.stack([p[0] for p in pairs]).astype(np.float16),
+                 dm_time=np.stack([p[1] for p in pairs]).astype(np.float16))  # fmt: skip
+    return target
+
+
+def load_cutouts(path: PathLike | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(freq_time [n, 256, 256], dm_time [n, 256, 256])`` float32 from :func:`make_cutouts`."""
+    if path is None:
+        empty = np.empty((0, 0, 0), np.float32)
+        return empty, empty
+    with np.load(path) as npz:
+        return npz["freq_time"].astype(np.float32), npz["dm_time"].astype(np.float32)
+
+
 def classify_candidates(
-    candidates: Sequence[Candidate], path: PathLike, plan: SearchPlan, *, classifier: Any = None
-) -> list[Candidate]:
+    candidates: Sequence[Candidate], plan: SearchPlan, cutouts: PathLike | None,
+    *, classifier: Any = None,
+) -> list[Candidate]:  # fmt: skip
     """Attach the classifier's burst probability to each candidate (any detector).
 
     With ``config.classify`` off the candidates are returned unchanged. ``classifier`` is
-    any object with ``predict(freq_time, dm_time) -> float`` (default: the shipped model
-    from ``drafts_ops.ml.inference.load_classifier()``).
+    any object with ``predict(freq_time, dm_time) -> float`` (default: the shipped model).
     """
     if not plan.config.classify or not candidates:
         return list(candidates)
@@ -362,19 +552,20 @@ def classify_candidates(
         from drafts_ops.ml.inference import load_classifier
 
         classifier = load_classifier()
-    out = []
-    with open_observation(path) as reader:
-        for cand in candidates:
-            ft, dt = candidate_cutouts(reader, plan, cand)
-            out.append(cand.replace(classifier_prob=float(classifier.predict(ft, dt))))
-    return out
+    ft, dt = load_cutouts(cutouts)
+    return [
+        cand.replace(classifier_prob=float(classifier.predict(ft[i], dt[i])))
+        for i, cand in enumerate(candidates)
+    ]
 
 
 def write_outputs(
-    candidates: Sequence[Candidate], path: PathLike, plan: SearchPlan, out_dir: PathLike
-) -> dict[str, Path]:
+    candidates: Sequence[Candidate], path: PathLike, plan: SearchPlan, out_dir: PathLike,
+    cutouts: PathLike | None = None,
+) -> dict[str, Path]:  # fmt: skip
     """Write ``candidates.csv``, ``<stem>.cand`` and, for the first ``max_outputs``
-    candidates (brightest first), FETCH ``h5/<id>.h5`` and ``plots/<id>.png``.
+    candidates (brightest first), FETCH ``h5/<id>.h5`` and ``plots/<id>.png`` from the
+    saved cutouts.
 
     Returns the paths: keys ``csv``, ``cand``, and ``h5:<i>`` / ``png:<i>`` for candidate i.
     """
@@ -391,70 +582,145 @@ def write_outputs(
         return outputs
     from drafts_ops.detect.plots import plot_candidate
 
-    raw = plan.raw_header
-    with open_observation(path) as reader:
-        for i, cand in enumerate(chosen):
-            ft, dt = candidate_cutouts(reader, plan, cand)
-            name = fetch_name(cand, raw)
-            if cfg.write_h5:
-                outputs[f"h5:{i}"] = write_fetch_h5(
-                    cand, raw, ft, dt, out_dir / "h5" / f"{name}.h5"
-                )
-            if cfg.write_plots:
-                outputs[f"png:{i}"] = plot_candidate(
-                    cand, ft, dt, tsamp=raw.tsamp, fmax_mhz=raw.fmax, fmin_mhz=raw.fmin,
-                    path=out_dir / "plots" / f"{name}.png",
-                )  # fmt: skip
+    ft_all, dt_all = load_cutouts(cutouts)
+    header = plan.header  # the searched resolution: candidates and cutouts are in it
+    for i, cand in enumerate(chosen):
+        ft, dt = ft_all[i], dt_all[i]
+        name = fetch_name(cand, header)
+        if cfg.write_h5:
+            outputs[f"h5:{i}"] = write_fetch_h5(cand, header, ft, dt, out_dir / "h5" / f"{name}.h5")
+        if cfg.write_plots:
+            outputs[f"png:{i}"] = plot_candidate(
+                cand, ft, dt, tsamp=header.tsamp, fmax_mhz=header.fmax, fmin_mhz=header.fmin,
+                path=out_dir / "plots" / f"{name}.png",
+            )  # fmt: skip
     return outputs
 
 
-def search_observation(
-    path: PathLike, out_dir: PathLike, config: SearchConfig | None = None
+# -- the stage sequence ------------------------------------------------------------------
+
+
+class StageRunner(Protocol):
+    """How :func:`run_search` runs its stages (here, or as Prefect tasks)."""
+
+    name: str
+
+    def stage(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` as stage ``name`` and return its result."""
+
+    def map(self, name: str, fn: Callable[..., Any], items: Sequence[Any], *args: Any) -> list:
+        """Run ``fn(item, *args)`` for every item (possibly concurrently), results in order."""
+
+
+@dataclass
+class SerialRunner:
+    """Runs every stage in this process, one after another (``on_block`` for progress)."""
+
+    on_block: Callable[[int], None] | None = None
+    name: str = "serial"
+    orchestrator: str = "direct"
+
+    def stage(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+    def map(self, name: str, fn: Callable[..., Any], items: Sequence[Any], *args: Any) -> list:
+        if fn is search_segment and self.on_block is not None:
+            return [fn(item, *args, on_block=self.on_block) for item in items]
+        return [fn(item, *args) for item in items]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchResult:
+    """What a search returns: candidates, files written, the plan and the perf log."""
+
+    path: Path
+    out_dir: Path
+    candidates: list[Candidate]
+    outputs: dict[str, Path]
+    plan: SearchPlan
+    perf: PerfReport
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Small JSON-friendly summary (what flows pass around)."""
+        return {
+            "path": str(self.path),
+            "out_dir": str(self.out_dir),
+            "candidates": len(self.candidates),
+            "outputs": {k: str(v) for k, v in self.outputs.items()},
+            "perf": str(self.out_dir / "perf.json"),
+            "wall_s": self.perf.wall_s,
+            "realtime_factor": self.perf.realtime_factor,
+            "notes": list(self.plan.notes),
+        }
+
+
+def observation_size(plan: SearchPlan) -> ObservationSize:
+    """Channels, searched samples, sampling time and DM trials of a search plan."""
+    return ObservationSize(plan.header.nchans, plan.searched_samples, plan.header.tsamp,
+                           len(plan.dms))  # fmt: skip
+
+
+def run_search(
+    path: PathLike,
+    out_dir: PathLike,
+    config: SearchConfig | None = None,
+    *,
+    runner: StageRunner | None = None,
+    segments: int = 1,
+    trace_memory: bool = False,
+    keep_intermediates: bool = False,
 ) -> SearchResult:
-    """Run every stage in sequence (the non-Prefect path); block files go to ``out_dir/work``."""
+    """Search ``path`` into ``out_dir``: the one sequence of the search's stages.
+
+    ``segments`` runs of consecutive blocks are searched as separate streaming passes
+    (concurrently where the runner allows: Dask workers). Writes ``perf.json``; the
+    intermediates in ``out_dir/work`` are removed after success unless kept.
+    """
     config = config or SearchConfig()
-    timings: dict[str, float] = {}
-    clock = time.perf_counter()
+    runner = runner or SerialRunner()
+    out = Path(out_dir)
+    work = out / WORK_DIR
+    perf = PerfRecorder(trace_memory=trace_memory)
+    with perf.stage("plan"):
+        plan = runner.stage("plan", plan_search, str(path), config)
+    size = observation_size(plan)
+    extent = {"samples": size.nsamples, "cells": size.cells}
+    parts = plan.segments(segments)
+    with perf.stage("dedisperse_detect", calls=len(plan.blocks), **extent):
+        giants = runner.map("dedisperse_detect", search_segment, parts, str(path), plan,
+                            str(work))  # fmt: skip
+    with perf.stage("merge", **extent):
+        candidates = runner.stage("merge", merge_block_results, giants, plan)
+    with perf.stage("cutouts", calls=cutout_count(candidates, config), **extent):
+        cutouts = runner.stage("cutouts", make_cutouts, candidates, str(path), plan, str(work))
+    with perf.stage("classify", **extent):
+        candidates = runner.stage("classify", classify_candidates, candidates, plan, cutouts)
+    with perf.stage("write", **extent):
+        outputs = runner.stage("write", write_outputs, candidates, str(path), plan, str(out),
+                               cutouts)  # fmt: skip
+    run = {
+        "file": str(path), "dedisp_mode": config.dedisp_mode, "algorithm": config.algorithm,
+        "detector": config.detector, "orchestrator": getattr(runner, "orchestrator", "direct"),
+        "task_runner": runner.name, "notes": list(plan.notes),
+    }  # fmt: skip
+    report = perf.report(run=run, observation=size, candidates=len(candidates))
+    report.write(out)
+    if not keep_intermediates:
+        shutil.rmtree(work, ignore_errors=True)
+    timings = {s.name: s.wall_s for s in report.stages}
+    return SearchResult(path=Path(path), out_dir=out, candidates=candidates, outputs=outputs,
+                        plan=plan, perf=report, timings=timings)  # fmt: skip
 
-    def lap(stage: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        timings[stage] = timings.get(stage, 0.0) + now - clock
-        clock = now
 
-    plan = plan_search(path, config)
-    lap("plan")
-    work = Path(out_dir) / "work"
-    paths = [process_block(path, plan, b.index, work) for b in plan.blocks]
-    lap("blocks")
-    candidates = merge_block_results(paths, plan)
-    lap("merge")
-    candidates = classify_candidates(candidates, path, plan)
-    lap("classify")
-    outputs = write_outputs(candidates, path, plan, out_dir)
-    lap("write")
-    return SearchResult(candidates=candidates, outputs=outputs, plan=plan, timings=timings)
+def search_observation(
+    path: PathLike, out_dir: PathLike, config: SearchConfig | None = None, **options: Any
+) -> SearchResult:
+    """Search one observation in this process (no orchestrator); see :func:`run_search`."""
+    return run_search(path, out_dir, config, **options)
 
 
 # -- helpers -----------------------------------------------------------------------------
-
-
-def candidate_cutouts(reader, plan: SearchPlan, cand: Candidate) -> tuple[np.ndarray, np.ndarray]:
-    """FETCH cutouts ``(freq_time, dm_time)`` of ``cand`` at the file's full resolution."""
-    from drafts_ops.detect.cutouts import cutout_span, dm_time_cutout, freq_time_cutout
-
-    raw, cfg = plan.raw_header, plan.config
-    tf = cfg.time_decimation
-    sample = cand.sample * tf + tf // 2
-    width = cand.width_samples * tf
-    start, stop = cutout_span(raw.chan_freqs, raw.tsamp, cand.dm, sample, width)
-    lo = max(start, 0)
-    data = reader.read_block(lo, stop - lo)
-    mask = static_mask(raw.nchans, cfg.mask_channels)
-    if cfg.auto_mask and data.shape[1] > 1:
-        mask |= auto_mask(data, cfg.mask_threshold)
-    args = (data, raw.chan_freqs, raw.tsamp, cand.dm, sample - lo, width)
-    return freq_time_cutout(*args, chan_mask=mask), dm_time_cutout(*args, chan_mask=mask)
 
 
 def _searched_header(raw: Header, config: SearchConfig) -> Header:
@@ -474,30 +740,14 @@ def _searched_header(raw: Header, config: SearchConfig) -> Header:
     return header
 
 
-def _read_searched(path: PathLike, plan: SearchPlan, start: int, stop: int) -> np.ndarray:
-    """Searched samples ``[start, stop)`` (decimated as configured), float32 ``[nchan, n]``."""
-    cfg, raw = plan.config, plan.raw_header
-    tf = cfg.time_decimation
-    with open_observation(path) as reader:
-        data = reader.read_block(start * tf, (stop - start) * tf)
-    if tf > 1:
-        data, _ = decimate_time(data, raw, tf)
-    if cfg.freq_decimation > 1:
-        data, _ = decimate_frequency(data, raw, cfg.freq_decimation)
-    return data
-
-
-def _dedisperse(data: np.ndarray, dm_plan: DMPlan, config: SearchConfig) -> np.ndarray:
+def _dedisperse(
+    data: np.ndarray, dm_plan: DMPlan, config: SearchConfig, out: np.ndarray | None = None
+) -> np.ndarray:
     """The one call into dedispersion: the operator registry's dispatch."""
     from drafts_ops.dedisp import dedisperse
 
-    return dedisperse(
-        data,
-        dm_plan,
-        mode=config.dedisp_mode,
-        algorithm=config.algorithm,
-        backend=config.backend,
-    )
+    return dedisperse(data, dm_plan, mode=config.dedisp_mode, algorithm=config.algorithm,
+                      backend=config.backend, out=out)  # fmt: skip
 
 
 def _load_detector():

@@ -95,7 +95,12 @@ class SearchOptions(_Options):
         _default("dm_step"), gt=0, description="fixed DM step, pc cm^-3 (unset: tolerance rule)"
     )
     dm_tol: float = Field(_default("dm_tol"), gt=1, description="DM-trial tolerance factor")
-    block_size: int = Field(_default("block_size"), gt=0, description="samples per block")
+    block_size: int | None = Field(
+        _default("block_size"), gt=0, description="samples per block (default: from the budget)"
+    )
+    memory_budget_mib: float = Field(
+        _default("memory_budget_mib"), ge=64, description="memory for block buffers, MiB"
+    )
     snr_threshold: float = Field(_default("snr_threshold"), gt=0, description="boxcar S/N cut")
     max_width_samples: int = Field(
         _default("max_width_samples"), ge=1, description="widest boxcar, samples"
@@ -116,7 +121,9 @@ class SearchOptions(_Options):
     max_outputs: int = Field(
         _default("max_outputs"), ge=0, description="cap on .h5 files and PNGs per observation"
     )
-    max_workers: int = Field(2, ge=1, le=64, description="blocks searched concurrently")
+    max_workers: int = Field(
+        2, ge=1, le=64, description="segments of blocks searched concurrently on Dask"
+    )
     trace_memory: bool = Field(False, description="tracemalloc peaks per stage in perf.json")
 
     @model_validator(mode="after")

@@ -1,15 +1,17 @@
-"""The search flow: one observation, stage by stage, blocks searched concurrently.
+"""The search flow: one observation, its stages as Prefect tasks.
 
-Tasks are thin wrappers over the pipeline's stage functions (``drafts_ops``); they pass
-file paths and a small picklable plan, never data arrays. Blocks are submitted with at most
-``options.max_workers`` unfinished at once, on the flow's task runner (a thread pool, or a
-Dask cluster: :mod:`flows.runners`). Every stage is timed into ``OUT/perf.json``
-(:mod:`drafts_ops.perf`), published as a table artifact and summarised in one log line.
+The stage sequence lives in :func:`drafts_ops.pipeline.run_search`; this module only says
+how a stage runs under Prefect (:class:`PrefectStages`): each stage is a task of the same
+name, segments of blocks are submitted with at most ``options.max_workers`` unfinished at
+once on the flow's task runner (a thread pool, or a Dask cluster: :mod:`flows.runners`).
+Tasks pass file paths and a small picklable plan, never data arrays. The perf log
+(``OUT/perf.json``) is published as a table artifact and summarised in one log line.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,74 +20,76 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.context import get_run_context
 
-from drafts_ops.perf import PerfRecorder, PerfReport
-from drafts_ops.searchrun import (
-    BLOCKS_DIR,
-    SearchRun,
-    observation_size,
-    pipeline,
-    run_info,
-    stage_extent,
-)
+from drafts_ops import pipeline
+from drafts_ops.perf import PerfReport
 from flows.options import SearchOptions
 from flows.runners import default_task_runner, runner_name, submit_bounded
 
 
 def retry_on_io_error(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry a task only when it failed with an ``OSError`` (storage hiccups, NFS)."""
+    """Retry a task only when it failed with a transient ``OSError`` (storage hiccups, NFS):
+    not a full disk, a missing file or a permission problem, which retrying cannot mend."""
+    import errno
+
     try:
         state.result()
-    except OSError:
-        return True
+    except OSError as err:
+        return err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM,
+                                 errno.ENOENT, errno.EROFS)  # fmt: skip
     except Exception:  # a bad file or parameter does not get better by retrying
         return False
     return False
 
 
 _IO_RETRIES = {"retries": 2, "retry_delay_seconds": 1, "retry_condition_fn": retry_on_io_error}
+#: Stages that read or write files retry on transient I/O errors.
+_RETRIED = {"plan", "dedisperse_detect", "merge", "cutouts", "write"}
 
 
-@task(name="plan", cache_policy=NO_CACHE, **_IO_RETRIES)
-def plan_task(path: str, config: Any) -> Any:
-    """Read the header, choose DM trials and blocks."""
-    plan = pipeline.plan_search(path, config)
-    get_run_logger().info("%s: %d DM trials, %d blocks", path, len(plan.dms), len(plan.blocks))
-    return plan
+def _stage_task(name: str, fn: Callable[..., Any]):
+    options = _IO_RETRIES if name in _RETRIED else {}
+    return task(fn, name=name.replace("_", "-"), cache_policy=NO_CACHE, **options)
 
 
-@task(
-    name="dedisperse-detect",
-    task_run_name="block-{block_index}",
-    cache_policy=NO_CACHE,
-    **_IO_RETRIES,
-)
-def block_task(path: str, plan: Any, block_index: int, work_dir: str) -> Path:
-    """Dedisperse and search one block; returns the path of its result file."""
-    return pipeline.process_block(path, plan, block_index, work_dir)
+class PrefectStages:
+    """Runs :func:`drafts_ops.pipeline.run_search`'s stages as Prefect tasks."""
 
+    orchestrator = "prefect"
 
-@task(name="merge", cache_policy=NO_CACHE, **_IO_RETRIES)
-def merge_task(block_files: list[Path], plan: Any) -> list[Any]:
-    """Cluster the blocks' detections into candidates (across block boundaries)."""
-    candidates = pipeline.merge_block_results(block_files, plan)
-    get_run_logger().info(
-        "%d candidates after merging %d blocks", len(candidates), len(block_files)
-    )
-    return candidates
+    def __init__(self, max_workers: int, progress: bool = False) -> None:
+        self.max_workers = max_workers
+        self.progress = progress
+        self.name = runner_name(get_run_context().task_runner)
 
+    def stage(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        result = _stage_task(name, fn)(*args)
+        if name == "plan":
+            get_run_logger().info(
+                "%s: %d DM trials, %d blocks of %d samples%s", args[0], len(result.dms),
+                len(result.blocks), result.block_size,
+                "".join(f"; {note}" for note in result.notes),
+            )  # fmt: skip
+        return result
 
-@task(name="classify", cache_policy=NO_CACHE)
-def classify_task(candidates: list[Any], path: str, plan: Any) -> list[Any]:
-    """Score candidates with the configured detector/classifier."""
-    return pipeline.classify_candidates(candidates, path, plan)
+    def map(self, name: str, fn: Callable[..., Any], items: Sequence[Any], *args: Any) -> list:
+        segment = _stage_task(name, fn).with_options(task_run_name=f"{name}-{{block_indices}}")
+        bar = None
+        if self.progress:
+            from tqdm import tqdm
 
-
-@task(name="write", cache_policy=NO_CACHE, **_IO_RETRIES)
-def write_task(candidates: list[Any], path: str, plan: Any, out_dir: str) -> dict[str, Path]:
-    """Write candidate files and plots atomically; returns their paths by kind."""
-    outputs = pipeline.write_outputs(candidates, path, plan, out_dir)
-    get_run_logger().info("wrote %s", ", ".join(f"{k}={v}" for k, v in outputs.items()))
-    return outputs
+            bar = tqdm(total=len(items), desc=Path(str(args[0])).name, unit="segment",
+                       leave=False)  # fmt: skip
+        results: dict[int, Any] = {}
+        submitted = submit_bounded(
+            lambda i: segment.submit(items[i], *args), range(len(items)), self.max_workers
+        )
+        for index, future in submitted:
+            results[index] = future.result()
+            if bar is not None:
+                bar.update()
+        if bar is not None:
+            bar.close()
+        return [results[i] for i in range(len(items))]
 
 
 def artifact_key(prefix: str, path: str | Path, *parts: str) -> str:
@@ -100,24 +104,11 @@ def publish_perf(report: PerfReport, key: str) -> None:
     get_run_logger().info(report.summary_line())
 
 
-def _run_blocks(path: str, plan: Any, work_dir: Path, limit: int, progress: bool) -> list[Path]:
-    indices = range(len(plan.blocks))
-    submitted = submit_bounded(
-        lambda i: block_task.submit(path, plan, i, str(work_dir)), indices, limit
-    )
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(indices), desc=Path(path).name, unit="block", leave=False)
-    results: dict[int, Path] = {}
-    for index, future in submitted:
-        results[index] = future.result()
-        if bar is not None:
-            bar.update()
-    if bar is not None:
-        bar.close()
-    return [results[i] for i in indices]
+def search_segments(options: SearchOptions) -> int:
+    """Streaming passes a search is split into: one on this machine (the kernels use every
+    core already), ``max_workers`` on a Dask cluster (one pass per worker)."""
+    runner = get_run_context().task_runner
+    return options.max_workers if "Dask" in type(runner).__name__ else 1
 
 
 @flow(name="drafts-search", task_runner=default_task_runner(), validate_parameters=True)
@@ -132,25 +123,14 @@ def search_flow(
     Returns a small summary: candidate count, output paths, the perf.json path, wall time
     and real-time factor.
     """
-    out = Path(out_dir)
     config = options.config()
-    perf = PerfRecorder(trace_memory=options.trace_memory)
-    with perf.stage("plan"):
-        plan = plan_task(path, config)
-    size = observation_size(plan)
-    extent = stage_extent("dedisperse_detect", size)
-    with perf.stage("dedisperse_detect", calls=len(plan.blocks), **extent):
-        block_files = _run_blocks(path, plan, out / BLOCKS_DIR, options.max_workers, progress)
-    with perf.stage("merge", **extent):
-        candidates = merge_task(block_files, plan)
-    with perf.stage("classify", **extent):
-        candidates = classify_task(candidates, path, plan)
-    with perf.stage("write", **extent):
-        outputs = write_task(candidates, path, plan, str(out))
-    runner = runner_name(get_run_context().task_runner)
-    report = perf.report(
-        run=run_info(path, config, "prefect", runner), observation=size, candidates=len(candidates)
+    result = pipeline.run_search(
+        path,
+        out_dir,
+        config,
+        runner=PrefectStages(options.max_workers, progress),
+        segments=search_segments(options),
+        trace_memory=options.trace_memory,
     )
-    report.write(out)
-    publish_perf(report, artifact_key("perf", path, config.dedisp_mode))
-    return SearchRun(Path(path), out, len(candidates), outputs, report).to_dict()
+    publish_perf(result.perf, artifact_key("perf", path, config.dedisp_mode))
+    return result.to_dict()

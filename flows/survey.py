@@ -21,7 +21,7 @@ from prefect.cache_policies import NO_CACHE
 from drafts_ops.atomic import write_json_atomic
 from drafts_ops.errors import ObservationError
 from drafts_ops.ledger import Ledger
-from drafts_ops.searchrun import search_file
+from drafts_ops.pipeline import run_search
 from drafts_ops.survey import (
     SURVEY_SUMMARY,
     file_key,
@@ -56,10 +56,10 @@ def search_file_task(path: str, key: str, out_dir: str, options: SearchOptions) 
         reason_file = quarantine(path, out_dir, err.problem)
         logger.warning("quarantined %s: %s", path, err.problem)
         return {"status": "quarantined", "error": err.problem, "reason_file": str(reason_file)}
-    run = search_file(
+    run = run_search(
         path, file_out_dir(out_dir, key), options.config(), trace_memory=options.trace_memory
     )
-    logger.info("%s: %d candidates; %s", key, run.candidates, run.perf.summary_line())
+    logger.info("%s: %d candidates; %s", key, len(run.candidates), run.perf.summary_line())
     return {"status": "done", **run.to_dict()}
 
 

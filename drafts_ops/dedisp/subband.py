@@ -27,7 +27,10 @@ is chosen to minimise it unless given. The measured S/N loss is documented in
 from __future__ import annotations
 
 import functools
-import weakref
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -120,29 +123,40 @@ def _widths_samples(dms: np.ndarray, freqs: np.ndarray, tsamp: float, fmin: floa
     return np.sqrt(1.0 + smear**2)
 
 
-def _group_end(v, top, tol, rms_tol, limit: int, i: int) -> tuple:  # noqa: PLR0917
-    """Largest ``j`` such that trials ``i..j`` can share the nominal trial ``(i + j) // 2``."""
-    ndm = v.shape[0]
-
-    def ok(j: int) -> bool:
-        if j >= ndm:
+@njit(cache=True)
+def _shares_nominal(v, top, tol, rms_tol, limit, i, j):  # noqa: PLR0917  # pragma: no cover
+    """Whether trials ``i..j`` can share the nominal trial ``(i + j) // 2`` (compiled)."""
+    ndm, width = v.shape
+    if j >= ndm:
+        return False
+    m = (i + j) // 2
+    vmax = 0
+    for c in range(width):
+        vmax = max(vmax, v[m, c])
+    for d in range(i, j + 1):
+        if top[d] + vmax > limit:
             return False
-        m = (i + j) // 2
-        err = np.abs(v[i : j + 1] - v[m])
-        rms = np.sqrt((err.astype(np.float64) ** 2).mean(axis=1))
-        return bool(
-            np.all(err.max(axis=1) <= tol[i : j + 1])
-            and np.all(rms <= rms_tol[i : j + 1])
-            and top[i : j + 1].max() + v[m].max() <= limit
-        )
+        worst = 0
+        square = 0.0
+        for c in range(width):
+            err = abs(v[d, c] - v[m, c])
+            worst = max(worst, err)
+            square += float(err) * err
+        if worst > tol[d] or np.sqrt(square / width) > rms_tol[d]:
+            return False
+    return True
 
+
+@njit(cache=True)
+def _group_end(v, top, tol, rms_tol, limit, i):  # noqa: PLR0917  # pragma: no cover
+    """Largest ``j`` such that trials ``i..j`` can share the nominal trial ``(i + j) // 2``."""
     j, step = i, 1
-    while ok(j + step):
+    while _shares_nominal(v, top, tol, rms_tol, limit, i, j + step):
         j += step
         step *= 2
     while step > 1:
         step //= 2
-        if ok(j + step):
+        if _shares_nominal(v, top, tol, rms_tol, limit, i, j + step):
             j += step
     return j, (i + j) // 2
 
@@ -173,7 +187,9 @@ def build_subband_plan(
         top = delays[:, ref].astype(np.int64)
         v = delays[:, c0:c1].astype(np.int64) - top[:, None]
         width = beta * _widths_samples(dms, freqs, tsamp, freqs[c0:c1].min())
-        tol, rms_tol = np.maximum(tol_min, width), np.maximum(RMS_MIN, width)
+        tol = np.maximum(tol_min, width).astype(np.float64)
+        rms_tol = np.maximum(RMS_MIN, width).astype(np.float64)
+        v = np.ascontiguousarray(v)
         offsets[:, s] = top
         i = 0
         while i < ndm:
@@ -214,15 +230,35 @@ def auto_subband_plan(
     return min(plans, key=lambda p: p.cost(nout) + STAGE1_STORE_COST * p.nrow * nout)
 
 
-_PLAN_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: Sub-band plans by content key, least recently used dropped beyond this many.
+PLAN_CACHE_SIZE = 16
+_PLAN_CACHE: OrderedDict[Hashable, SubbandPlan] = OrderedDict()
+_PLAN_LOCK = threading.Lock()
 
 
-def cached_subband_plan(owner: object, key: tuple, build) -> SubbandPlan:
-    """Sub-band plans cached on ``owner`` (a DMPlan) for as long as it lives."""
-    per_owner = _PLAN_CACHE.setdefault(owner, {})
-    if key not in per_owner:
-        per_owner[key] = build()
-    return per_owner[key]
+def content_key(*arrays: np.ndarray, extra: tuple = ()) -> str:
+    """A digest of arrays' bytes, shapes and dtypes (plus ``extra``): a cache key by value."""
+    digest = hashlib.sha1(repr(extra).encode())
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        digest.update(f"{a.shape}{a.dtype.str}".encode())
+        digest.update(a.data)
+    return digest.hexdigest()
+
+
+def cached_subband_plan(key: Hashable, build) -> SubbandPlan:
+    """The sub-band plan for ``key`` (a content key: equal delay tables share one plan),
+    built by ``build()`` on first use; a bounded LRU shared by every search in the process."""
+    with _PLAN_LOCK:
+        if key in _PLAN_CACHE:
+            _PLAN_CACHE.move_to_end(key)
+            return _PLAN_CACHE[key]
+    plan = build()
+    with _PLAN_LOCK:
+        _PLAN_CACHE[key] = plan
+        while len(_PLAN_CACHE) > PLAN_CACHE_SIZE:
+            _PLAN_CACHE.popitem(last=False)
+    return plan
 
 
 @njit(parallel=True, fastmath=True, cache=True)

@@ -39,9 +39,12 @@ class WorkspacePool:
         """A buffer of ``shape`` and ``dtype`` for ``role`` (contents undefined).
 
         ``token`` ties the buffer to something else (e.g. a DM plan's id) so that
-        different plans never share scratch of the same shape.
+        different plans never share scratch of the same shape. Buffers belong to the
+        calling thread: two concurrent calls (threads of a flow, a Dask worker's threads)
+        never get the same scratch.
         """
-        key = (role, tuple(int(n) for n in shape), np.dtype(dtype).str, token)
+        key = (role, tuple(int(n) for n in shape), np.dtype(dtype).str, token,
+               threading.get_ident())  # fmt: skip
         with self._lock:
             buf = self._buffers.get(key)
             if buf is not None:

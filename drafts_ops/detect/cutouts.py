@@ -22,9 +22,11 @@ import numpy as np
 
 from drafts_ops.dedisp.operator import dedisperse
 from drafts_ops.dedisp.plan import DMPlan, delay_table
-from drafts_ops.detect.preprocess import robust_location_scale
+from drafts_ops.detect.kernels import channel_median_scale, normalise_into
 from drafts_ops.errors import ParameterError
 
+#: Strided samples per channel from which a cutout window's median and IQR are taken.
+CUTOUT_NORM_POINTS = 1024
 #: Image side of FETCH candidates (pixels).
 CUTOUT_SIZE = 256
 
@@ -63,6 +65,7 @@ def freq_time_cutout(  # noqa: PLR0917
     size: int = CUTOUT_SIZE,
     *,
     chan_mask: np.ndarray | None = None,
+    normalised: bool = False,
 ) -> np.ndarray:
     """Dedispersed waterfall around a candidate, ``[size (time), size (frequency)]`` float32.
 
@@ -84,12 +87,15 @@ def freq_time_cutout(  # noqa: PLR0917
         Pixels on each axis.
     chan_mask : ndarray [nchan] of bool, optional
         True for channels to blank (set to zero after normalisation).
+    normalised : bool
+        ``data`` is already the normalised window starting at the cutout's first sample
+        (as :func:`cutout_pair` passes it).
     """
     _check(freqs_mhz, tsamp, dm, width_samples, size)
     freqs = np.asarray(freqs_mhz, dtype=np.float64)
     factor, nwin, start = _frame(sample, width_samples, size)
     delays = delay_table(np.array([float(dm)]), freqs, tsamp)[0]
-    chunk = _window(data, start, nwin + int(delays.max()), chan_mask)
+    chunk = data if normalised else _window(data, start, nwin + int(delays.max()), chan_mask)
     index = delays[:, None].astype(np.int64) + np.arange(nwin)[None, :]
     dedispersed = np.take_along_axis(chunk, index, axis=1)  # [nchan, nwin]
     decimated = dedispersed.reshape(dedispersed.shape[0], size, factor).mean(axis=2)
@@ -109,6 +115,7 @@ def dm_time_cutout(  # noqa: PLR0917
     *,
     ndm: int = CUTOUT_SIZE,
     chan_mask: np.ndarray | None = None,
+    normalised: bool = False,
 ) -> np.ndarray:
     """Band-summed series at ``ndm`` DMs from 0 to ``2 * dm``: ``[ndm, size]`` float32.
 
@@ -121,9 +128,37 @@ def dm_time_cutout(  # noqa: PLR0917
     freqs = np.asarray(freqs_mhz, dtype=np.float64)
     factor, nwin, start = _frame(sample, width_samples, size)
     plan = DMPlan.build(np.linspace(0.0, 2.0 * float(dm), ndm), freqs, tsamp)
-    chunk = _window(data, start, nwin + plan.max_delay, chan_mask).astype(np.float32)
+    if normalised:
+        chunk = np.ascontiguousarray(data[:, : nwin + plan.max_delay], dtype=np.float32)
+    else:
+        chunk = _window(data, start, nwin + plan.max_delay, chan_mask)
     series = dedisperse(chunk, plan, mode="production")[:, :nwin]  # [ndm, nwin]
     return _standardise(series.reshape(ndm, size, factor).mean(axis=2))
+
+
+def cutout_pair(  # noqa: PLR0917
+    data: np.ndarray,
+    freqs_mhz: np.ndarray,
+    tsamp: float,
+    dm: float,
+    sample: int,
+    width_samples: int,
+    size: int = CUTOUT_SIZE,
+    *,
+    chan_mask: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Both FETCH cutouts ``(freq_time, dm_time)`` of one candidate, the data window read
+    and normalised once (arguments as :func:`freq_time_cutout`)."""
+    _check(freqs_mhz, tsamp, dm, width_samples, size)
+    freqs = np.asarray(freqs_mhz, dtype=np.float64)
+    _, nwin, start = _frame(sample, width_samples, size)
+    span = nwin + int(delay_table(np.array([2.0 * dm]), freqs, tsamp).max())
+    window = _window(data, start, span, chan_mask)
+    offset = nwin // 2  # the candidate's sample inside the window
+    return (
+        freq_time_cutout(window, freqs, tsamp, dm, offset, width_samples, size, normalised=True),
+        dm_time_cutout(window, freqs, tsamp, dm, offset, width_samples, size, normalised=True),
+    )
 
 
 def _frame(sample: int, width_samples: int, size: int) -> tuple[int, int, int]:
@@ -147,20 +182,25 @@ def _check(freqs_mhz, tsamp: float, dm: float, width_samples: int, size: int) ->
 
 
 def _window(data: np.ndarray, start: int, length: int, chan_mask: np.ndarray | None) -> np.ndarray:
-    """``data[:, start:start + length]`` as float64, per channel normalised; pads with 0.
+    """``data[:, start:start + length]`` as float32, per channel normalised; pads with 0.
 
-    Padding happens after normalisation, so padded samples equal the channel median.
+    Median and IQR per channel from strided samples (the search's kernel), read in the
+    data's own dtype; padding happens after normalisation, so padded samples equal the
+    channel median.
     """
     data = np.asarray(data)
     if data.ndim != 2:
         raise ParameterError(f"cutouts need data [nchan, nt], got shape {data.shape}")
     nchan, nt = data.shape
     lo, hi = max(start, 0), min(start + length, nt)
-    out = np.zeros((nchan, length), dtype=np.float64)
+    out = np.zeros((nchan, length), dtype=np.float32)
     if hi > lo:
-        piece = data[:, lo:hi].astype(np.float64)
-        med, scale = robust_location_scale(piece, "iqr", axis=1, keepdims=True, dtype=np.float64)
-        out[:, lo - start : hi - start] = (piece - med) / np.where(scale > 0, scale, 1.0)
+        piece = np.ascontiguousarray(data[:, lo:hi])
+        if piece.dtype not in (np.uint8, np.uint16, np.float32):
+            piece = piece.astype(np.float32)
+        stats = channel_median_scale(piece, hi - lo, CUTOUT_NORM_POINTS, True)
+        weight = 1.0 / np.where(stats[:, 1] > 0, stats[:, 1], 1.0)
+        normalise_into(piece, hi - lo, stats[:, 0], weight, out[:, lo - start : hi - start])
     if chan_mask is not None:
         mask = np.asarray(chan_mask, dtype=bool)
         if mask.shape != (nchan,):

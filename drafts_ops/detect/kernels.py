@@ -40,37 +40,49 @@ def boxcar_best(series, widths, best_snr, best_width):  # pragma: no cover - com
                     best_width[d, t] = w
 
 
-@nb.njit(cache=True)
+@nb.njit(parallel=True, cache=True)
 def run_peaks(snr, threshold, lo, hi):  # pragma: no cover - compiled
     """Peaks of runs of samples with ``snr >= threshold``, one per run per DM row.
 
     Only peaks with ``lo <= sample < hi`` are returned. Returns ``(dm_index, sample)`` int64
-    arrays, ordered by DM then sample.
+    arrays, ordered by DM then sample. Rows run in parallel (count, then fill).
     """
-    ndm, nt = snr.shape
-    count = 0
-    for phase in range(2):
-        if phase == 1:
-            dms = np.empty(count, np.int64)
-            samples = np.empty(count, np.int64)
-            count = 0
-        for d in range(ndm):
-            t = 0
-            while t < nt:
-                if snr[d, t] >= threshold:
-                    peak = t
-                    while t < nt and snr[d, t] >= threshold:
-                        if snr[d, t] > snr[d, peak]:
-                            peak = t
-                        t += 1
-                    if lo <= peak < hi:
-                        if phase == 1:
-                            dms[count] = d
-                            samples[count] = peak
-                        count += 1
-                else:
-                    t += 1
+    ndm = snr.shape[0]
+    counts = np.zeros(ndm + 1, np.int64)
+    for d in nb.prange(ndm):
+        counts[d + 1] = _row_peaks(snr[d], threshold, lo, hi, np.empty(0, np.int64))
+    for d in range(ndm):
+        counts[d + 1] += counts[d]
+    dms = np.empty(counts[ndm], np.int64)
+    samples = np.empty(counts[ndm], np.int64)
+    for d in nb.prange(ndm):
+        a, b = counts[d], counts[d + 1]
+        if b > a:
+            _row_peaks(snr[d], threshold, lo, hi, samples[a:b])
+            dms[a:b] = d
     return dms, samples
+
+
+@nb.njit(cache=True)
+def _row_peaks(row, threshold, lo, hi, out):  # pragma: no cover - compiled
+    """Count the run peaks of one row in ``[lo, hi)``; store them in ``out`` if it has room."""
+    nt = row.size
+    count = 0
+    t = 0
+    while t < nt:
+        if row[t] >= threshold:
+            peak = t
+            while t < nt and row[t] >= threshold:
+                if row[t] > row[peak]:
+                    peak = t
+                t += 1
+            if lo <= peak < hi:
+                if count < out.size:
+                    out[count] = peak
+                count += 1
+        else:
+            t += 1
+    return count
 
 
 @nb.njit(cache=True)
@@ -112,3 +124,259 @@ def friends_of_friends(  # noqa: PLR0917 (numba kernel: positional only)
             a = parent[a]
         labels[i] = a
     return labels
+
+
+# -- the streaming search's fused kernels ------------------------------------------------
+
+#: Gaussian standard deviation per unit MAD (the kernels' copy; see detect.preprocess).
+_MAD_TO_STD = 1.482602218505602
+
+
+@nb.njit(parallel=True, cache=True)
+def channel_moments(data, nvalid):  # pragma: no cover - compiled
+    """Per-channel ``(mean, std, excess kurtosis)`` of ``data[:, :nvalid]`` in one pass.
+
+    Any numeric dtype (uint8 and float32 without a float64 copy); float64 accumulators,
+    shifted by each channel's first sample for numerical stability. Returns
+    ``float64 [nchan, 3]``.
+    """
+    nchan = data.shape[0]
+    out = np.zeros((nchan, 3), np.float64)
+    for c in nb.prange(nchan):
+        if nvalid < 1:
+            continue
+        shift = float(data[c, 0])
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
+        s4 = 0.0
+        for t in range(nvalid):
+            x = float(data[c, t]) - shift
+            x2 = x * x
+            s1 += x
+            s2 += x2
+            s3 += x2 * x
+            s4 += x2 * x2
+        m1 = s1 / nvalid
+        var = s2 / nvalid - m1 * m1
+        out[c, 0] = m1 + shift
+        if var > 1e-12 * (1.0 + m1 * m1):
+            m4 = s4 / nvalid - 4 * m1 * s3 / nvalid + 6 * m1 * m1 * s2 / nvalid - 3 * m1**4
+            out[c, 1] = math.sqrt(var)
+            out[c, 2] = m4 / (var * var) - 3.0
+    return out
+
+
+@nb.njit(parallel=True, cache=True)
+def channel_median_scale(data, nvalid, max_points, iqr):  # pragma: no cover - compiled
+    """Per-channel median and robust sigma of ``data[:, :nvalid]`` from at most
+    ``max_points`` evenly strided samples (MAD, or IQR when ``iqr``). ``float64 [nchan, 2]``.
+    """
+    nchan = data.shape[0]
+    out = np.zeros((nchan, 2), np.float64)
+    step = max(1, nvalid // max(max_points, 1))
+    npts = (nvalid + step - 1) // step
+    for c in nb.prange(nchan):
+        if npts < 1:
+            continue
+        v = np.empty(npts, np.float64)
+        for i in range(npts):
+            v[i] = float(data[c, i * step])
+        if iqr:
+            med = np.median(v)
+            q1 = np.partition(v, int(0.25 * (npts - 1)))[int(0.25 * (npts - 1))]
+            q3 = np.partition(v, int(0.75 * (npts - 1)))[int(0.75 * (npts - 1))]
+            scale = (q3 - q1) / 1.3489795003921634
+        else:
+            med = np.median(v)
+            for i in range(npts):
+                v[i] = abs(v[i] - med)
+            scale = _MAD_TO_STD * np.median(v)
+        out[c, 0] = med
+        out[c, 1] = scale
+    return out
+
+
+@nb.njit(parallel=True, cache=True)
+def normalise_into(data, nvalid, offset, weight, out):  # pragma: no cover - compiled
+    """``out[c, t] = (data[c, t] - offset[c]) * weight[c]`` for ``t < nvalid``, 0 beyond.
+
+    A masked channel has weight 0. ``data`` may be uint8/uint16/float32; ``out`` float32.
+    """
+    nchan, nt = out.shape
+    for c in nb.prange(nchan):
+        off = np.float32(offset[c])
+        w = np.float32(weight[c])
+        if w == 0:
+            out[c, :] = 0.0
+            continue
+        for t in range(nvalid):
+            out[c, t] = (np.float32(data[c, t]) - off) * w
+        for t in range(nvalid, nt):
+            out[c, t] = 0.0
+
+
+@nb.njit(parallel=True, cache=True)
+def decimate_into(data, tfac, ffac, out):  # pragma: no cover - compiled
+    """``out[c, t]`` = mean of ``data[c*ffac:(c+1)*ffac, t*tfac:(t+1)*tfac]`` (float32).
+
+    ``out.shape`` is ``(nchan // ffac, nsamp // tfac)``; remainders are dropped.
+    """
+    nc, nt = out.shape
+    inv = np.float32(1.0 / (tfac * ffac))
+    for c in nb.prange(nc):
+        for t in range(nt):
+            acc = np.float32(0.0)
+            for f in range(c * ffac, c * ffac + ffac):
+                for i in range(t * tfac, t * tfac + tfac):
+                    acc += np.float32(data[f, i])
+            out[c, t] = acc * inv
+
+
+@nb.njit(parallel=True, fastmath=True, cache=True)
+def search_rows(dmt, valid, widths, window, max_points, snr, width_index):  # pragma: no cover
+    """Baseline, noise and boxcar search of every DM row, fused (Heimdall's stages).
+
+    Per row ``d`` of ``dmt [ndm, nt]`` (only its first ``valid[d]`` samples are data):
+
+    1. baseline: medians of segments of about ``window`` samples (from at most
+       ``max_points`` strided samples each), linearly interpolated between segment
+       centres, subtracted;
+    2. for each boxcar width ``w`` (samples): the boxcar sums ``S_w(t)`` over
+       ``[t - w // 2, t - w // 2 + w)``; their median and robust sigma (MAD of at most
+       ``max_points`` strided sums) give ``S/N = (S_w - median) / sigma_w``, so red noise
+       and correlated rows (decimated trials) are measured, not assumed white;
+    3. ``snr[d, t]`` = best S/N over widths (``-inf`` where no boxcar fits or beyond the
+       valid samples), ``width_index[d, t]`` (int8) the index in ``widths`` reaching it.
+
+    ``snr`` may be ``dmt`` itself (each row is copied before it is overwritten).
+    """
+    ndm, nt = dmt.shape
+    nw = widths.size
+    for d in nb.prange(ndm):
+        n = min(valid[d], nt)
+        best = snr[d]
+        index = width_index[d]
+        if n < 2:
+            best[:] = -np.inf
+            index[:] = 0
+            continue
+        csum = _baseline_cumsum(dmt[d], n, window, max_points)
+        best[:] = -np.inf  # after the row was read: snr may alias dmt
+        index[:] = 0
+        loc, sigma = _boxcar_noise(csum, widths, n, max_points)
+        for k in range(nw):
+            w = widths[k]
+            if w > n or not sigma[k] > 0:
+                continue
+            m = n - w + 1
+            med, inv = loc[k], 1.0 / sigma[k]
+            hi, lo = csum[w : w + m], csum[0:m]
+            out, out_index = best[w // 2 : w // 2 + m], index[w // 2 : w // 2 + m]
+            kk = np.int8(k)
+            for s in range(m):
+                value = np.float32((hi[s] - lo[s] - med) * inv)
+                better = value > out[s]
+                out[s] = value if better else out[s]
+                out_index[s] = kk if better else out_index[s]
+
+
+@nb.njit(cache=True)
+def _boxcar_noise(csum, widths, n, max_points):  # pragma: no cover - compiled
+    """Median and robust sigma of the boxcar sums of each width (``[nw]`` each).
+
+    Measured (median, MAD of at most ``max_points`` strided sums) at every other width
+    and the widest; the widths between take the geometric mean of their neighbours'
+    ``sigma / sqrt(w)`` (exact for white noise, smooth for red) and the linear
+    interpolation of their median.
+    """
+    nw = widths.size
+    loc = np.zeros(nw, np.float64)
+    sigma = np.zeros(nw, np.float64)
+    last = -1
+    for k in range(nw):
+        if widths[k] > n:
+            break
+        last = k
+    for k in range(last + 1):
+        if k % 2 == 0 or k == last:
+            loc[k], sigma[k] = _strided_median_mad(csum, widths[k], n - widths[k] + 1, max_points)
+    for k in range(1, last):
+        if k % 2 == 1:
+            wa, wb, w = widths[k - 1], widths[k + 1], widths[k]
+            frac = math.log(w / wa) / math.log(wb / wa)
+            ra, rb = sigma[k - 1] / math.sqrt(wa), sigma[k + 1] / math.sqrt(wb)
+            if ra > 0 and rb > 0:
+                sigma[k] = math.sqrt(w) * math.exp((1 - frac) * math.log(ra) + frac * math.log(rb))
+            loc[k] = loc[k - 1] + (loc[k + 1] - loc[k - 1]) * (w - wa) / (wb - wa)
+    return loc, sigma
+
+
+@nb.njit(cache=True)
+def _strided_median_mad(csum, w, m, max_points):  # pragma: no cover - compiled
+    """Median and MAD-sigma of the boxcar sums ``csum[s + w] - csum[s]`` at <= max_points s."""
+    step = max(1, m // max(max_points, 1))
+    npts = (m + step - 1) // step
+    v = np.empty(npts, np.float64)
+    for i in range(npts):
+        v[i] = csum[i * step + w] - csum[i * step]
+    med = np.median(v)
+    for i in range(npts):
+        v[i] = abs(v[i] - med)
+    return med, _MAD_TO_STD * np.median(v)
+
+
+@nb.njit(cache=True)
+def _baseline_cumsum(row, n, window, max_points):  # pragma: no cover - compiled
+    """Cumulative sum ``[n + 1]`` (float64) of ``row[:n]`` minus its running baseline.
+
+    The baseline is the median of each segment of about ``window`` samples (from at most
+    ``max_points`` strided samples), linear between segment centres and flat beyond the
+    first and last centre.
+    """
+    nseg = max(1, n // max(window, 1))
+    meds = np.empty(nseg, np.float64)
+    centres = np.empty(nseg + 1, np.float64)
+    for s in range(nseg):
+        a = s * n // nseg
+        b = (s + 1) * n // nseg
+        step = max(1, (b - a) // max(max_points, 1))
+        npts = (b - a + step - 1) // step
+        v = np.empty(npts, np.float64)
+        for i in range(npts):
+            v[i] = row[a + i * step]
+        meds[s] = np.median(v)
+        centres[s] = 0.5 * (a + b - 1)
+    csum = np.empty(n + 1, np.float64)
+    csum[0] = 0.0
+    acc = 0.0
+    first = min(int(centres[0]) + 1, n)
+    for t in range(first):
+        acc += row[t] - meds[0]
+        csum[t + 1] = acc
+    for s in range(nseg - 1):
+        a = int(centres[s]) + 1
+        b = min(int(centres[s + 1]) + 1, n)
+        slope = (meds[s + 1] - meds[s]) / (centres[s + 1] - centres[s])
+        for t in range(a, b):
+            acc += row[t] - (meds[s] + slope * (t - centres[s]))
+            csum[t + 1] = acc
+    for t in range(max(int(centres[nseg - 1]) + 1, first), n):
+        acc += row[t] - meds[nseg - 1]
+        csum[t + 1] = acc
+    return csum
+
+
+@nb.njit(parallel=True, cache=True)
+def transpose_into_kernel(src, dst):  # pragma: no cover - compiled
+    """``dst[j, i] = src[i, j]`` in 64 x 64 tiles, tiles in parallel (any dtype pair)."""
+    rows, cols = src.shape
+    tile = 64
+    ntr = (rows + tile - 1) // tile
+    ntc = (cols + tile - 1) // tile
+    for k in nb.prange(ntr * ntc):
+        i0 = (k // ntc) * tile
+        j0 = (k % ntc) * tile
+        for j in range(j0, min(j0 + tile, cols)):
+            for i in range(i0, min(i0 + tile, rows)):
+                dst[j, i] = src[i, j]

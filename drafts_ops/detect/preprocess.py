@@ -12,6 +12,12 @@ from typing import Literal
 
 import numpy as np
 
+from drafts_ops.detect.kernels import (
+    channel_median_scale,
+    channel_moments,
+    decimate_into,
+    normalise_into,
+)
 from drafts_ops.errors import ParameterError
 from drafts_ops.io.header import Header
 
@@ -75,24 +81,23 @@ def static_mask(nchan: int, channels: Iterable[int]) -> np.ndarray:
     return mask
 
 
-def channel_statistics(data: np.ndarray) -> dict[str, np.ndarray]:
+def channel_statistics(data: np.ndarray, nvalid: int | None = None) -> dict[str, np.ndarray]:
     """Per-channel statistics used by :func:`auto_mask` (each ``[nchan]``, float64).
 
     ``std`` and ``mean`` of the raw samples; ``kurtosis``: excess kurtosis of each channel's
     samples over time (0 for Gaussian noise; large for impulsive RFI, negative for a
     sinusoid); ``sk``: the spectral-kurtosis estimator ``(M+1)/(M-1) (M S2/S1^2 - 1)``
     (Nita & Gary 2010), which is ~1/N for a channel that integrates N Gaussian samples.
+    One pass over ``data[:, :nvalid]`` in its own dtype (no float copy of the block).
     """
-    x = _as_block(data).astype(np.float64)
-    m = x.shape[1]
-    mean = x.mean(axis=1)
-    dev = x - mean[:, None]
-    var = (dev**2).mean(axis=1)
+    x = _as_block_any(data)
+    m = x.shape[1] if nvalid is None else int(nvalid)
+    moments = channel_moments(x, m)
+    mean, std, kurt = moments[:, 0], moments[:, 1], moments[:, 2]
+    s1, s2 = m * mean, m * (std**2 + mean**2)
     with np.errstate(divide="ignore", invalid="ignore"):
-        kurt = np.where(var > 0, (dev**4).mean(axis=1) / var**2 - 3.0, 0.0)
-        s1, s2 = x.sum(axis=1), (x**2).sum(axis=1)
-        sk = np.where(s1 != 0, (m + 1.0) / (m - 1.0) * (m * s2 / s1**2 - 1.0), 0.0)
-    return {"mean": mean, "std": np.sqrt(var), "kurtosis": kurt, "sk": sk}
+        sk = np.where(s1 != 0, (m + 1.0) / max(m - 1.0, 1.0) * (m * s2 / s1**2 - 1.0), 0.0)
+    return {"mean": mean, "std": std, "kurtosis": kurt, "sk": sk}
 
 
 def iqr_outliers(values: np.ndarray, threshold: float = 3.0) -> np.ndarray:
@@ -112,7 +117,11 @@ DEFAULT_MASK_STATS: tuple[str, ...] = ("std", "kurtosis")
 
 
 def auto_mask(
-    data: np.ndarray, threshold: float = 5.0, stats: Iterable[str] = DEFAULT_MASK_STATS
+    data: np.ndarray,
+    threshold: float = 5.0,
+    stats: Iterable[str] = DEFAULT_MASK_STATS,
+    *,
+    nvalid: int | None = None,
 ) -> np.ndarray:
     """Bad channels ``[nchan]`` from channel statistics (True = bad).
 
@@ -122,7 +131,7 @@ def auto_mask(
     """
     if not threshold > 0:
         raise ParameterError(f"mask threshold {threshold} must be positive")
-    values = channel_statistics(data)
+    values = channel_statistics(data, nvalid)
     unknown = sorted(set(stats) - set(values))
     if unknown:
         raise ParameterError(f"unknown channel statistic(s) {unknown}; use {sorted(values)}")
@@ -234,3 +243,70 @@ def _check_factor(factor: int, length: int, axis: str) -> int:
     if factor < 1 or factor > length:
         raise ParameterError(f"{axis} decimation factor {factor} must be in 1..{length}")
     return factor
+
+
+#: Samples per channel (strided) from which a block's median and noise are estimated.
+NORM_POINTS = 4096
+
+
+def prepare_block(
+    data: np.ndarray,
+    nvalid: int,
+    out: np.ndarray,
+    *,
+    method: NormMethod = "mad",
+    mask: np.ndarray | None = None,
+    auto: bool = True,
+    threshold: float = 5.0,
+    zero_dm: bool = False,
+) -> np.ndarray:
+    """Normalise and mask ``data[:, :nvalid]`` into ``out`` (float32, zero beyond nvalid).
+
+    The streaming search's preprocessing in one pass over the block, in the block's own
+    dtype (uint8 / uint16 / float32, no float64 copy): per channel, median and robust sigma
+    from :data:`NORM_POINTS` strided samples; the static ``mask`` or'ed with
+    :func:`auto_mask` and with channels of zero spread; masked channels become 0;
+    optional zero-DM subtraction. Returns the channel mask (True = bad).
+    """
+    x = _as_block_any(data)
+    if out.shape[0] != x.shape[0] or out.shape[1] < nvalid or out.dtype != np.float32:
+        raise ParameterError(f"prepare_block: out {out.shape} does not fit {x.shape} data")
+    nvalid = int(min(nvalid, x.shape[1]))
+    bad = np.zeros(x.shape[0], bool) if mask is None else _check_mask(mask, x.shape[0]).copy()
+    stats = channel_median_scale(x, nvalid, NORM_POINTS, method == "iqr")
+    if np.any(stats[:, 1] <= 0):  # coarsely quantised channels: fall back to the std
+        std = channel_moments(x, nvalid)[:, 1]
+        stats[:, 1] = np.where(stats[:, 1] > 0, stats[:, 1], std)
+    bad |= stats[:, 1] <= 0
+    if auto and nvalid > 1:
+        bad |= auto_mask(x, threshold, nvalid=nvalid)
+    weight = np.where(bad, 0.0, 1.0 / np.where(stats[:, 1] > 0, stats[:, 1], 1.0))
+    normalise_into(x, nvalid, stats[:, 0], weight, out)
+    if zero_dm and (~bad).any():
+        series = out[~bad, :nvalid].mean(axis=0)
+        out[~bad, :nvalid] -= series
+    return bad
+
+
+def decimate_block(data: np.ndarray, time_factor: int, freq_factor: int) -> np.ndarray:
+    """Average ``time_factor`` samples x ``freq_factor`` channels (remainders dropped).
+
+    Reads ``data`` in its own dtype (no float copy of the full-resolution block); returns
+    float32 ``[nchan // freq_factor, nt // time_factor]``.
+    """
+    x = _as_block_any(data)
+    tf = _check_factor(time_factor, x.shape[1], "time")
+    ff = _check_factor(freq_factor, x.shape[0], "frequency")
+    out = np.empty((x.shape[0] // ff, x.shape[1] // tf), np.float32)
+    decimate_into(x, tf, ff, out)
+    return out
+
+
+def _as_block_any(data: np.ndarray) -> np.ndarray:
+    """A 2-D block in a dtype the kernels read (uint8/uint16/float32; others as float32)."""
+    x = np.asarray(data)
+    if x.ndim != 2 or x.shape[1] == 0:
+        raise ParameterError(f"expected a block [nchan, nt] with nt > 0, got shape {x.shape}")
+    if x.dtype not in (np.uint8, np.uint16, np.float32):
+        x = x.astype(np.float32)
+    return np.ascontiguousarray(x)

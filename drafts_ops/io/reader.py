@@ -103,9 +103,6 @@ class ObservationReader(ABC):
         )
 
 
-_TILE = 256
-
-
 def transposed(array: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
     """A 2-D ``array [a, b]`` → C-contiguous ``[b, a]`` of ``dtype`` (see transpose_into)."""
     out = np.empty(array.shape[::-1], dtype=dtype)
@@ -114,19 +111,17 @@ def transposed(array: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
 
 
 def transpose_into(out: np.ndarray, array: np.ndarray) -> None:
-    """``out[...] = array.T`` for 2-D arrays, copied in cache-sized tiles.
+    """``out[...] = array.T`` for 2-D arrays: a parallel tiled copy (Numba).
 
-    About twice as fast as numpy's whole-array transposing copy for blocks of thousands
-    of channels and samples (the readers' hot spot: files store spectra, blocks are
-    channel-major).
+    The readers' hot spot (files store spectra, blocks are channel-major): about 5x faster
+    than numpy's transposing copy for blocks of thousands of channels and samples.
     """
-    rows, cols = array.shape
-    if rows * cols <= _TILE * _TILE:
+    from drafts_ops.detect.kernels import transpose_into_kernel
+
+    if array.size < 65536 or array.dtype.byteorder not in ("=", "|"):
         out[...] = array.T
         return
-    for i in range(0, rows, _TILE):
-        for j in range(0, cols, _TILE):
-            out[j : j + _TILE, i : i + _TILE] = array[i : i + _TILE, j : j + _TILE].T
+    transpose_into_kernel(array, out)
 
 
 def check_finite(path: Path | str, block: np.ndarray, start: int) -> None:
