@@ -61,20 +61,19 @@ def test_fast_path_finds_bursts_at_the_right_dm_and_time(dm):
 
 
 def test_decimated_noise_keeps_unit_snr(rng):
-    """Repeated coarse noise: with the decimation correction boxcar S/N stays ~N(0, 1)."""
+    """Repeated coarse noise: with per-boxcar noise measured on the data, S/N stays ~N(0, 1)
+    (white noise assumed per sample would inflate it 4x at factor 16)."""
     f = np.array([1, 4, 16, 16])
     rows = [np.repeat(rng.normal(size=4096 // k), k) for k in f]
     dmt = np.stack(rows).astype(np.float32)
-    snr, _ = block_snr(dmt, max_width=32, baseline_window=512, decimation=f)
-    naive, _ = block_snr(dmt, max_width=32, baseline_window=512)
-    assert np.nanmax(snr[1:]) < 6.0  # a white-noise threshold stays meaningful
-    assert np.nanmax(naive[2:]) > 6.0  # without it, 4x inflated S/N at factor 16
-    np.testing.assert_array_equal(snr[0], naive[0])
+    snr, _ = block_snr(dmt, max_width=32, baseline_window=512)
+    assert np.nanmax(snr) < 6.0  # a white-noise threshold stays meaningful
+    assert np.nanmax(snr) > 2.5  # and is not suppressed either
 
 
 def test_decimate_needs_production_mode():
     with pytest.raises(ParameterError, match="decimate needs dedisp_mode"):
-        SearchConfig(decimate=True)
+        SearchConfig(decimate=True, dedisp_mode="prototype")
     assert SearchConfig(decimate=True, dedisp_mode="production").decimate
 
 

@@ -10,7 +10,7 @@ from drafts_ops.detect.cluster import Clusters, cluster_giants, merge_blocks, me
 from drafts_ops.detect.single_pulse import Giants
 from drafts_ops.io.header import Header
 from drafts_ops.io.sigproc import write_sigproc
-from drafts_ops.pipeline import SearchConfig, merge_block_results, plan_search, process_block
+from drafts_ops.pipeline import SearchConfig, merge_block_results, plan_search, search_segment
 
 HEADER = Header(nchans=64, fch1=1500.0, foff=-4.0, tsamp=1e-3, nbits=32, nsamples=6000)
 DMS = np.arange(0.0, 400.0, 50.0)  # trial index k <-> DM 50 k
@@ -76,7 +76,7 @@ def _search(tmp_path, bursts, block_size=100_000):
     path = write_sigproc(tmp_path / "bursts.fil", HEADER, data)
     cfg = SearchConfig(block_size=block_size, **FAST)
     plan = plan_search(path, cfg)
-    parts = [process_block(path, plan, i, tmp_path) for i in range(len(plan.blocks))]
+    parts = [search_segment([i], path, plan, tmp_path) for i in range(len(plan.blocks))]
     fof = merge_blocks([Giants.load(p) for p in parts], cfg.links)
     return fof, merge_block_results(parts, plan)
 

@@ -33,7 +33,10 @@ def _reference_boxcar(series, widths):
 
 def test_boxcar_widths_are_geometric():
     assert boxcar_widths(1).tolist() == [1]
-    assert boxcar_widths(40).tolist() == [1, 2, 4, 8, 16, 32]
+    assert boxcar_widths(40).tolist() == [1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 40]
+    assert boxcar_widths(64).tolist()[-3:] == [32, 45, 64]
+    widths = boxcar_widths(4096)
+    assert np.all(widths[2:] / widths[1:-1] <= 1.5)  # dense: a few per cent of S/N at most
     with pytest.raises(ParameterError):
         boxcar_widths(0)
 

@@ -11,12 +11,14 @@ import pytest
 from drafts_ops.detect.writers import read_csv
 from drafts_ops.perf import SCHEMA, read_perf
 from drafts_ops.resources import resource_path
-from drafts_ops.searchrun import STAGES
+from drafts_ops.pipeline import STAGES
 from flows.options import SearchOptions
 from flows.search import artifact_key, search_flow
 
-#: The demo search: default DM range (0..1000), four blocks searched concurrently.
-DEMO = {"block_size": 4096, "write_plots": False, "max_outputs": 2, "max_workers": 2}
+#: The demo search: DM 0..1000 in blocks of 4096 samples; brute force in both modes, so
+#: that their candidates must agree exactly.
+DEMO = {"block_size": 4096, "write_plots": False, "max_outputs": 2, "max_workers": 2,
+        "dm_max": 1000.0, "algorithm": "brute"}
 
 
 def _bursts() -> list[dict[str, float]]:
@@ -71,7 +73,7 @@ def test_perf_json_per_run(both_modes) -> None:
         obs = doc["observation"]
         assert obs["duration_s"] == pytest.approx(obs["nsamples"] * obs["tsamp_s"])
         dd = doc["stages"][1]
-        assert dd["calls"] == 4  # 15625 samples less the DM sweep, in blocks of 4096
+        assert dd["calls"] == 4  # 15625 samples (to the end of the data) in blocks of 4096
         assert dd["cells"] == obs["nchans"] * obs["nsamples"] * obs["ndm"]
         assert dd["cells_per_s"] == pytest.approx(dd["cells"] / dd["wall_s"])
         total = doc["total"]

@@ -113,17 +113,17 @@ def test_failed_file_is_retried_by_the_next_run(
 ) -> None:
     incoming = _incoming(tmp_path, PULSES[:2])
     out = tmp_path / "out"
-    real = survey_module.search_file
+    real = survey_module.run_search
 
     def flaky(path, *args, **kwargs):
         if Path(path).name == "b.fil":
             raise RuntimeError("disk full")
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(survey_module, "search_file", flaky)
+    monkeypatch.setattr(survey_module, "run_search", flaky)
     first = survey_flow(str(incoming), str(out), **OPTIONS)
     assert first["failed"] == [{"file": "b.fil", "error": "RuntimeError: disk full"}]
-    monkeypatch.setattr(survey_module, "search_file", real)
+    monkeypatch.setattr(survey_module, "run_search", real)
     second = survey_flow(str(incoming), str(out), **OPTIONS)
     assert (second["searched"], second["done"]) == (1, 1)
     assert Ledger.load(out).entries["b.fil"].attempts == 2

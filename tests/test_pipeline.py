@@ -17,10 +17,11 @@ from drafts_ops.io.sigproc import write_sigproc
 from drafts_ops.pipeline import (
     SearchConfig,
     classify_candidates,
+    make_cutouts,
     merge_block_results,
     plan_search,
-    process_block,
     search_observation,
+    search_segment,
 )
 
 FAST = {"dm_min": 0.0, "dm_max": 300.0, "write_h5": False, "write_plots": False}
@@ -54,14 +55,21 @@ def test_config_validation():
     assert SearchConfig.from_dict(cfg.to_dict()) == cfg
 
 
-def test_blocks_tile_the_searchable_samples(synthetic_fil):
+def test_blocks_tile_the_whole_observation(synthetic_fil):
     plan = plan_search(synthetic_fil, SearchConfig(block_size=700, **FAST))
-    end = plan.header.nsamples - plan.max_delay
-    assert [b.start for b in plan.blocks] == list(range(0, end, 700))
-    assert plan.blocks[-1].stop == end
+    assert [b.start for b in plan.blocks] == list(range(0, 4000, 700))
+    assert plan.blocks[-1].stop == 4000  # to the end of the data, not nsamples - max_delay
     assert all(a.stop == b.start for a, b in itertools.pairwise(plan.blocks))
-    assert all(b.read_stop - b.stop >= plan.max_delay for b in plan.blocks)
-    assert plan.summary()["searched_samples"] == end
+    assert all(b.read_len - (b.stop - b.read_start) >= plan.max_delay for b in plan.blocks)
+    assert all(b.read_stop <= 4000 for b in plan.blocks)
+    assert plan.summary()["searched_samples"] == 4000
+
+
+def test_block_size_follows_the_memory_budget(synthetic_fil):
+    small = plan_search(synthetic_fil, SearchConfig(memory_budget_mib=400, **FAST))
+    large = plan_search(synthetic_fil, SearchConfig(memory_budget_mib=4000, **FAST))
+    assert small.block_size < large.block_size
+    assert small.block_size % 1024 == 0 and small.block_size >= 4096
 
 
 @pytest.mark.parametrize("block_size", [100_000, 1000, 333])
@@ -70,25 +78,26 @@ def test_one_candidate_per_burst_whatever_the_blocks(synthetic_fil, tmp_path, bl
     cfg = SearchConfig(block_size=block_size, **FAST)
     result = search_observation(synthetic_fil, tmp_path, cfg)
     cands = sorted(result.candidates, key=lambda c: c.sample)
-    assert len(result.plan.blocks) == -(-(4000 - result.plan.max_delay) // block_size)
+    assert len(result.plan.blocks) == -(-4000 // block_size)
     assert len(cands) == 2, cands
     for cand, (dm, at) in zip(cands, BURSTS, strict=True):
         assert abs(cand.dm - dm) <= 4 and abs(cand.sample - (at + 2)) <= 2
-        assert cand.snr > 12 and cand.width_samples == 4
+        assert cand.snr > 12 and cand.width_samples in (3, 4, 6)  # a 4-sample top hat
         assert cand.tcand_s == pytest.approx(cand.sample * 1e-3)
 
 
 def test_stages_compose(synthetic_fil, tmp_path):
     plan = plan_search(synthetic_fil, SearchConfig(block_size=1500, **FAST))
-    paths = [process_block(synthetic_fil, plan, b.index, tmp_path) for b in plan.blocks]
-    assert [p.name for p in paths] == ["block_00000.npz", "block_00001.npz", "block_00002.npz"]
+    assert plan.segments(2) == [(0, 1), (2,)]
+    paths = [search_segment(part, synthetic_fil, plan, tmp_path) for part in plan.segments(2)]
+    assert [p.name for p in paths] == ["giants_00000-00001.npz", "giants_00002-00002.npz"]
     cands = merge_block_results(paths, plan)
     assert len(cands) == 2 and cands[0].snr >= cands[1].snr
 
 
 def test_classifier_seam_and_ml_errors(synthetic_fil, tmp_path):
     plan = plan_search(synthetic_fil, SearchConfig(**FAST))
-    cands = merge_block_results([process_block(synthetic_fil, plan, 0, tmp_path)], plan)
+    cands = merge_block_results([search_segment([0], synthetic_fil, plan, tmp_path)], plan)
 
     class Fake:
         def __init__(self):
@@ -100,9 +109,11 @@ def test_classifier_seam_and_ml_errors(synthetic_fil, tmp_path):
 
     fake = Fake()
     unscored = dataclasses.replace(plan, config=dataclasses.replace(plan.config, classify=False))
-    assert classify_candidates(cands, synthetic_fil, unscored, classifier=fake) == cands
+    assert make_cutouts(cands, synthetic_fil, unscored, tmp_path) is None  # nothing to write
+    assert classify_candidates(cands, unscored, None, classifier=fake) == cands
     assert fake.shapes == []
-    scored = classify_candidates(cands, synthetic_fil, plan, classifier=fake)  # classical too
+    cutouts = make_cutouts(cands, synthetic_fil, plan, tmp_path)
+    scored = classify_candidates(cands, plan, cutouts, classifier=fake)  # classical too
     assert [c.classifier_prob for c in scored] == [1.0, 1.0]
     assert fake.shapes == [((256, 256), (256, 256))] * 2
 
@@ -134,7 +145,7 @@ def test_neural_detector_seam(synthetic_fil, tmp_path, monkeypatch, detector):
     monkeypatch.setattr(
         "drafts_ops.pipeline._load_detector", lambda: _FakeDetector(plan, plan.blocks[0])
     )
-    cands = merge_block_results([process_block(synthetic_fil, plan, 0, tmp_path)], plan)
+    cands = merge_block_results([search_segment([0], synthetic_fil, plan, tmp_path)], plan)
     bursts = sorted((c for c in cands if c.snr > 12), key=lambda c: c.sample)
     assert [c.detector_score for c in bursts] == pytest.approx([0.9, 0.9])
     assert all(abs(c.sample - (at + 2)) <= 2 for c, (_, at) in zip(bursts, BURSTS, strict=True))
@@ -144,14 +155,18 @@ def test_neural_detector_seam(synthetic_fil, tmp_path, monkeypatch, detector):
         assert len(cands) == 3 and all(c.detector_score is not None for c in cands)
     # by default (ml_min_snr 5) a detector peak without boxcar S/N behind it is dropped
     floored = dataclasses.replace(plan, config=dataclasses.replace(plan.config, ml_min_snr=5.0))
-    cands = merge_block_results([process_block(synthetic_fil, floored, 0, tmp_path)], floored)
+    cands = merge_block_results([search_segment([0], synthetic_fil, floored, tmp_path)], floored)
     assert not [c for c in cands if c.detector_score == pytest.approx(0.6)]
     assert sum(c.detector_score == pytest.approx(0.9) for c in cands) == 2
 
 
-def test_too_short_observation_is_a_clear_error(synthetic_fil):
-    with pytest.raises(ParameterError, match="shorter than the dispersion delay"):
-        plan_search(synthetic_fil, SearchConfig(dm_max=20000.0))
+def test_too_short_observation_says_how_far_it_searched(synthetic_fil):
+    plan = plan_search(synthetic_fil, SearchConfig(dm_max=20000.0))
+    assert plan.dms[-1] < 20000.0 and len(plan.notes) == 1
+    assert "too short for DM 20000" in plan.notes[0] and f"{plan.dms[-1]:.1f}" in plan.notes[0]
+    assert plan.max_delay <= 4000 - 256
+    with pytest.raises(ParameterError, match="shorter than the dispersion sweep"):
+        plan_search(synthetic_fil, SearchConfig(dm_min=19000.0, dm_max=20000.0))
 
 
 def test_real_pulse_in_28fil(real_data, tmp_path):

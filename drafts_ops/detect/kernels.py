@@ -281,14 +281,20 @@ def search_rows(dmt, valid, widths, window, max_points, snr, width_index):  # pr
                 out_index[s] = kk if better else out_index[s]
 
 
+#: Independent boxcar sums a row needs for its noise at a width to be measured; wider
+#: boxcars of a short row take the widest measured width's noise, scaled as white noise.
+MIN_INDEPENDENT_SUMS = 64
+
+
 @nb.njit(cache=True)
 def _boxcar_noise(csum, widths, n, max_points):  # pragma: no cover - compiled
     """Median and robust sigma of the boxcar sums of each width (``[nw]`` each).
 
     Measured (median, MAD of at most ``max_points`` strided sums) at every other width
-    and the widest; the widths between take the geometric mean of their neighbours'
+    and the widest, as long as the row holds :data:`MIN_INDEPENDENT_SUMS` independent sums
+    of that width; the widths between take the geometric mean of their neighbours'
     ``sigma / sqrt(w)`` (exact for white noise, smooth for red) and the linear
-    interpolation of their median.
+    interpolation of their median; wider ones scale the widest measured as white noise.
     """
     nw = widths.size
     loc = np.zeros(nw, np.float64)
@@ -298,10 +304,14 @@ def _boxcar_noise(csum, widths, n, max_points):  # pragma: no cover - compiled
         if widths[k] > n:
             break
         last = k
+    measured = 0
     for k in range(last + 1):
-        if k % 2 == 0 or k == last:
+        if (n - widths[k] + 1) // widths[k] >= MIN_INDEPENDENT_SUMS or k == 0:
+            measured = k
+    for k in range(measured + 1):
+        if k % 2 == 0 or k == measured:
             loc[k], sigma[k] = _strided_median_mad(csum, widths[k], n - widths[k] + 1, max_points)
-    for k in range(1, last):
+    for k in range(1, measured):
         if k % 2 == 1:
             wa, wb, w = widths[k - 1], widths[k + 1], widths[k]
             frac = math.log(w / wa) / math.log(wb / wa)
@@ -309,6 +319,10 @@ def _boxcar_noise(csum, widths, n, max_points):  # pragma: no cover - compiled
             if ra > 0 and rb > 0:
                 sigma[k] = math.sqrt(w) * math.exp((1 - frac) * math.log(ra) + frac * math.log(rb))
             loc[k] = loc[k - 1] + (loc[k + 1] - loc[k - 1]) * (w - wa) / (wb - wa)
+    wm = widths[measured]
+    for k in range(measured + 1, last + 1):
+        sigma[k] = sigma[measured] * math.sqrt(widths[k] / wm)
+        loc[k] = loc[measured] * widths[k] / wm
     return loc, sigma
 
 
