@@ -25,7 +25,7 @@ import numpy as np
 from drafts_ops.dedisp.modes import Backend, Mode
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.detect.candidates import Candidate, candidates_from_clusters
-from drafts_ops.detect.cluster import ClusterLinks, merge_blocks, merge_sidelobes
+from drafts_ops.detect.cluster import ClusterLinks, Response, merge_blocks, merge_sidelobes
 from drafts_ops.detect.preprocess import NormMethod, decimate_block, prepare_block, static_mask
 from drafts_ops.detect.single_pulse import Giants, boxcar_widths, giants_above, giants_at
 from drafts_ops.errors import ParameterError
@@ -144,7 +144,7 @@ class SearchConfig:
     write_plots: bool = True
     max_outputs: int = 50
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # noqa: PLR0912 (one check per field)
         object.__setattr__(self, "mask_channels", tuple(int(c) for c in self.mask_channels))
         problems = []
         for name, kind in (("dedisp_mode", Mode), ("backend", Backend), ("detector", Detector),
@@ -350,7 +350,9 @@ def block_size_for_budget(
     """
     tf = max(1, round(header.tsamp / raw.tsamp))
     raw_bytes = raw.nchans * max(raw.nbits, 8) / 8 * tf
-    input_bytes = raw_bytes + 4 * header.nchans * (2 if tf > 1 or raw.nchans != header.nchans else 1)
+    input_bytes = raw_bytes + 4 * header.nchans * (
+        2 if tf > 1 or raw.nchans != header.nchans else 1
+    )
     output_bytes = plan.ndm * (4 + 1 + (4 if ml else 0))
     overlap = plan.max_delay + 2 * pad
     room = (budget_mib - BUDGET_RESERVE_MIB) * 1024**2 - overlap * input_bytes
@@ -422,8 +424,8 @@ def search_block(
         from drafts_ops.detect.preprocess import decimate_mask
 
         mask = decimate_mask(mask, cfg.freq_decimation)
-    prepare_block(data, nreal, prepared, method=cfg.norm_method, mask=mask,
-                  auto=cfg.auto_mask, threshold=cfg.mask_threshold, zero_dm=cfg.zero_dm)  # fmt: skip
+    prepare_block(data, nreal, prepared, method=cfg.norm_method, mask=mask, auto=cfg.auto_mask,
+                  threshold=cfg.mask_threshold, zero_dm=cfg.zero_dm)  # fmt: skip
     nout = block.read_len - dm_plan.max_delay
     dm_time = buffers.get("dm_time", (dm_plan.ndm, nout), np.float32)
     _dedisperse(prepared, dm_plan, cfg, out=dm_time)
@@ -492,9 +494,12 @@ def merge_block_results(paths: Sequence[PathLike], plan: SearchPlan) -> list[Can
     """Cluster the giants of all blocks together and fold bow-tie sidelobes into their
     burst: one candidate per burst, brightest first."""
     parts = [Giants.load(p) for p in paths]
-    clusters = merge_blocks(parts, plan.config.links)
     dms = np.asarray(plan.dms)
-    clusters = merge_sidelobes(clusters, dms, plan.header.chan_freqs, plan.header.tsamp)
+    response = Response(dms, plan.header.chan_freqs, plan.header.tsamp,
+                        plan.config.max_width_samples)  # fmt: skip
+    clusters = merge_blocks(parts, plan.config.links, response)
+    clusters = merge_sidelobes(clusters, dms, plan.header.chan_freqs, plan.header.tsamp,
+                               max_width=plan.config.max_width_samples)  # fmt: skip
     return candidates_from_clusters(
         clusters, dms, plan.header.tsamp, file=plan.path, beam=plan.raw_header.ibeam
     )

@@ -33,14 +33,16 @@ def test_sidelobe_sign_follows_dedispersion():
     """Too high a DM shows the burst early, too low a DM late, by up to delay(dDM)."""
     lag = dispersion_delay_s(50.0, HEADER.chan_freqs.min(), HEADER.chan_freqs.max()) / 1e-3
     assert 40 < lag < 42  # samples, for dDM = 50 over 1500..1248 MHz
-    burst = (3, 1000, 4, 40.0, 30)  # DM 150
+    burst = (3, 1000, 4, 40.0, 30)  # DM 150: smeared over ~41 samples at DM 100 and 200
     cases = {  # weaker head -> is it a sidelobe?
-        (4, 960, 4, 9.0, 2): True,  # DM 200, early by ~lag: yes
-        (4, 1030, 4, 9.0, 2): False,  # DM 200, late: no
-        (2, 1030, 4, 9.0, 2): True,  # DM 100, late: yes
-        (2, 960, 4, 9.0, 2): False,  # DM 100, early: no
+        (4, 960, 23, 9.0, 2): True,  # DM 200, early by ~lag, smeared: yes
+        (4, 1030, 23, 9.0, 2): False,  # DM 200, late: no
+        (2, 1030, 23, 9.0, 2): True,  # DM 100, late: yes
+        (2, 960, 23, 9.0, 2): False,  # DM 100, early: no
         (7, 1000 - 3 * 41, 64, 8.0, 3): True,  # DM 350, early by 4 lag (within its width)
-        (7, 1000 - 8 * 41, 4, 8.0, 3): False,  # far beyond the bow-tie
+        (7, 1000 - 8 * 41, 64, 8.0, 3): False,  # far beyond the bow-tie
+        (4, 980, 2, 9.0, 2): False,  # in the cone but narrow: a burst of its own
+        (4, 960, 23, 25.0, 2): False,  # in the cone but far brighter than the response
     }
     for other, expected in cases.items():
         merged = merge_sidelobes(_clusters([burst, other]), DMS, HEADER.chan_freqs, 1e-3)
@@ -50,7 +52,7 @@ def test_sidelobe_sign_follows_dedispersion():
 
 
 def test_only_a_brighter_head_absorbs_and_spans_grow():
-    rows = [(3, 1000, 4, 40.0, 30), (4, 960, 4, 9.0, 2), (0, 5000, 2, 12.0, 5)]
+    rows = [(3, 1000, 4, 40.0, 30), (4, 960, 23, 9.0, 2), (0, 5000, 2, 12.0, 5)]
     merged = merge_sidelobes(_clusters(rows), DMS, HEADER.chan_freqs, 1e-3)
     assert merged.heads.snr.tolist() == [40.0, 12.0]
     assert merged.members.tolist() == [32, 5]
@@ -81,13 +83,47 @@ def _search(tmp_path, bursts, block_size=100_000):
     return fof, merge_block_results(parts, plan)
 
 
-def test_bright_wide_burst_gives_one_candidate(tmp_path):
-    fof, cands = _search(tmp_path, [(500.0, 2000, 2.5, 48)])
-    assert len(fof) > 1  # friends-of-friends alone splits off the bow-tie arms
+def _simulated(tmp_path, bursts, seed=5):
+    """Search a 4 s, 256-channel (1200-1500 MHz, 512 us) simulation of ``bursts``
+    (t_s, dm, snr, width_s); returns FoF clusters and the merged candidates."""
+    from drafts_ops.simulate import BurstSpec, SimulationConfig, write_simulation
+
+    specs = tuple(BurstSpec(t_s=t, dm=dm, snr=snr, width_s=w) for t, dm, snr, w in bursts)
+    cfg = SimulationConfig(nchans=256, fch1=1500 - 300 / 512, foff=-300 / 256, tsamp=512e-6,
+                           duration_s=4.0, seed=seed, bursts=specs)  # fmt: skip
+    path = write_simulation(tmp_path / "sim.fil", cfg)
+    plan = plan_search(path, SearchConfig(**{**FAST, "dm_max": 1500.0}))
+    parts = [search_segment(range(len(plan.blocks)), path, plan, tmp_path)]
+    return merge_blocks([Giants.load(p) for p in parts], plan.config.links), merge_block_results(
+        parts, plan
+    )
+
+
+def _found(cands, t, dm, tsamp=512e-6):
+    """A candidate within 20 ms and 10% (or 30 pc cm^-3) of (t, dm)."""
+    return [c for c in cands if abs(c.tcand_s - t) < 0.02 and abs(c.dm - dm) < max(30, 0.1 * dm)]
+
+
+def test_bright_burst_gives_one_candidate(tmp_path):
+    fof, cands = _simulated(tmp_path, [(2.0, 1000.0, 250.0, 2e-3)])
+    assert len(fof) > 1  # friends-of-friends alone leaves bow-tie arms as clusters
     assert len(cands) == 1, cands
-    (cand,) = cands
-    assert _within_dm_smearing(cand, 500.0) and abs(cand.sample - 2000) <= 8 and cand.snr > 40
-    assert cand.members == int(fof.members.sum())
+    assert _found(cands, 2.0, 1000.0) and cands[0].members == int(fof.members.sum())
+
+
+@pytest.mark.parametrize(
+    "bright, weak",
+    [
+        ((2.0, 1200.0, 40.0, 1e-3), (2.5, 400.0, 12.0, 1e-3)),  # weaker low-DM burst, late
+        ((2.0, 800.0, 60.0, 2e-3), (2.3, 300.0, 10.0, 1e-3)),
+        ((2.0, 600.0, 30.0, 1e-3), (1.8, 900.0, 15.0, 4e-3)),  # higher DM, early
+        ((2.6, 0.0, 200.0, 1e-3), (2.45, 300.0, 11.0, 1e-3)),  # beside a zero-DM impulse
+    ],
+)
+def test_a_burst_inside_a_brighter_ones_cone_is_kept(tmp_path, bright, weak):
+    _, cands = _simulated(tmp_path, [bright, weak])
+    assert _found(cands, bright[0], bright[1]), cands
+    assert _found(cands, weak[0], weak[1]), cands
 
 
 @pytest.mark.parametrize("block_size", [100_000, 1000])

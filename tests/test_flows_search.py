@@ -10,15 +10,21 @@ import pytest
 
 from drafts_ops.detect.writers import read_csv
 from drafts_ops.perf import SCHEMA, read_perf
-from drafts_ops.resources import resource_path
 from drafts_ops.pipeline import STAGES
+from drafts_ops.resources import resource_path
 from flows.options import SearchOptions
 from flows.search import artifact_key, search_flow
 
 #: The demo search: DM 0..1000 in blocks of 4096 samples; brute force in both modes, so
 #: that their candidates must agree exactly.
-DEMO = {"block_size": 4096, "write_plots": False, "max_outputs": 2, "max_workers": 2,
-        "dm_max": 1000.0, "algorithm": "brute"}
+DEMO = {
+    "block_size": 4096,
+    "write_plots": False,
+    "max_outputs": 2,
+    "max_workers": 2,
+    "dm_max": 1000.0,
+    "algorithm": "brute",
+}
 
 
 def _bursts() -> list[dict[str, float]]:

@@ -239,10 +239,10 @@ _PLAN_LOCK = threading.Lock()
 def content_key(*arrays: np.ndarray, extra: tuple = ()) -> str:
     """A digest of arrays' bytes, shapes and dtypes (plus ``extra``): a cache key by value."""
     digest = hashlib.sha1(repr(extra).encode())
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        digest.update(f"{a.shape}{a.dtype.str}".encode())
-        digest.update(a.data)
+    for array in arrays:
+        flat = np.ascontiguousarray(array)
+        digest.update(f"{flat.shape}{flat.dtype.str}".encode())
+        digest.update(flat.data)
     return digest.hexdigest()
 
 

@@ -234,7 +234,7 @@ def decimate_into(data, tfac, ffac, out):  # pragma: no cover - compiled
 
 
 @nb.njit(parallel=True, fastmath=True, cache=True)
-def search_rows(dmt, valid, widths, window, max_points, snr, width_index):  # pragma: no cover
+def search_rows(dmt, valid, widths, window, max_points, snr, width_index):  # noqa: PLR0917
     """Baseline, noise and boxcar search of every DM row, fused (Heimdall's stages).
 
     Per row ``d`` of ``dmt [ndm, nt]`` (only its first ``valid[d]`` samples are data):

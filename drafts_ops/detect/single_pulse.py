@@ -33,7 +33,7 @@ def boxcar_widths(max_width: int) -> np.ndarray:
         raise ParameterError(f"maximum boxcar width {max_width} must be >= 1 sample")
     top = int(max_width)
     steps = int(np.floor(2 * np.log2(top))) + 1
-    widths = {int(round(2 ** (k / 2))) for k in range(steps)} | {top}
+    widths = {round(2 ** (k / 2)) for k in range(steps)} | {top}
     return np.array(sorted(w for w in widths if w <= top), dtype=np.int64)
 
 
