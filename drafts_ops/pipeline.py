@@ -26,6 +26,7 @@ from drafts_ops.dedisp.modes import Backend, Mode
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.detect.candidates import Candidate, candidates_from_clusters
 from drafts_ops.detect.cluster import ClusterLinks, Response, merge_blocks, merge_sidelobes
+from drafts_ops.detect.kernels import decimate_spectra_into
 from drafts_ops.detect.preprocess import NormMethod, decimate_block, prepare_block, static_mask
 from drafts_ops.detect.single_pulse import Giants, boxcar_widths, giants_above, giants_at
 from drafts_ops.errors import ParameterError
@@ -342,20 +343,25 @@ def block_size_for_budget(
 ) -> int:
     """Output samples per block so that one block's buffers fit in ``budget_mib``.
 
-    Per searched sample a block holds the raw input (in its file dtype, as read), the
-    normalised float32 block, the float32 DM-time array (overwritten by S/N) and an int8
-    width index (a second float32 S/N array with the neural detector); the overlap
-    (maximum delay plus boxcar padding) costs the input terms once more. Returns a multiple
-    of 1024, at least 4096.
+    Per searched sample a block holds its input (without decimation: the raw samples as
+    read plus their memory-mapped file pages; with decimation: the float32 averages, the
+    raw samples going through :data:`DECIMATION_CHUNK_BYTES` chunks), the normalised
+    float32 block, the float32 DM-time array (overwritten by S/N) and an int8 width index
+    (a second float32 S/N array with the neural detector). The overlap (maximum delay plus
+    boxcar padding) costs the input terms once more; :data:`BUDGET_RESERVE_MIB` is left for
+    the operator's scratch. Returns a multiple of 1024, at least 4096.
     """
-    tf = max(1, round(header.tsamp / raw.tsamp))
-    raw_bytes = raw.nchans * max(raw.nbits, 8) / 8 * tf
-    input_bytes = raw_bytes + 4 * header.nchans * (
-        2 if tf > 1 or raw.nchans != header.nchans else 1
-    )
+    decimating = header.nchans != raw.nchans or header.tsamp > raw.tsamp * 1.5
+    itemsize = max(raw.nbits, 8) / 8
+    if decimating:
+        input_bytes = 8.0 * header.nchans
+        fixed = 2.0 * DECIMATION_CHUNK_BYTES
+    else:
+        input_bytes = 2.0 * raw.nchans * itemsize + 4.0 * header.nchans
+        fixed = 0.0
     output_bytes = plan.ndm * (4 + 1 + (4 if ml else 0))
     overlap = plan.max_delay + 2 * pad
-    room = (budget_mib - BUDGET_RESERVE_MIB) * 1024**2 - overlap * input_bytes
+    room = (budget_mib - BUDGET_RESERVE_MIB) * 1024**2 - fixed - overlap * input_bytes
     size = int(room // (input_bytes + output_bytes))
     return max(4096, size - size % 1024)
 
@@ -397,14 +403,27 @@ def search_segment(
     dm_plan = plan.dm_plan()
     buffers = BlockBuffers()
     parts = []
+    cfg = plan.config
+    keep = None  # decimated searches keep their searched samples for the cutouts
+    if cfg.time_decimation > 1 or cfg.freq_decimation > 1:
+        from drafts_ops.detect.products import SearchedSamples
+
+        keep = SearchedSamples.writer(Path(work_dir), plan, indices)
+        first = plan.blocks[indices[0]].start
     with open_observation(path) as reader:
         for i in indices:
             block = plan.blocks[i]
             data = read_searched(reader, plan, block.read_start, block.read_stop)
+            if keep is not None:
+                own = data[:, block.start - block.read_start : block.stop - block.read_start]
+                keep[:, block.start - first : block.start - first + own.shape[1]] = own
             parts.append(search_block(data, plan, block, dm_plan, buffers))
             reader.release(block.stop * plan.config.time_decimation)
             if on_block is not None:
                 on_block(i)
+    if keep is not None:
+        keep.flush()
+        del keep
     name = f"giants_{indices[0]:05d}-{indices[-1]:05d}.npz"
     return Giants.concatenate(parts).save(Path(work_dir) / name)
 
@@ -478,10 +497,16 @@ def read_searched(reader, plan: SearchPlan, start: int, stop: int) -> np.ndarray
     step = max(1, DECIMATION_CHUNK_BYTES // per_sample)
     for a in range(start, stop, step):
         b = min(a + step, stop)
-        chunk = reader.read_block(a * tf, (b - a) * tf, raw=True)
-        n = chunk.shape[1] // tf
-        if n:
-            out[:, a - start : a - start + n] = decimate_block(chunk[:, : n * tf], tf, ff)
+        spectra = reader.read_spectra(a * tf, (b - a) * tf)
+        if spectra is not None:  # straight from the file's layout: no transposed copy
+            n = spectra.shape[0] // tf
+            decimate_spectra_into(spectra, tf, ff, out[:, a - start : a - start + n])
+        else:
+            chunk = reader.read_block(a * tf, (b - a) * tf, raw=True)
+            n = chunk.shape[1] // tf
+            if n:
+                out[:, a - start : a - start + n] = decimate_block(chunk[:, : n * tf], tf, ff)
+        reader.release(b * tf)  # the chunk's file pages are not needed again here
         if n < b - a:
             return out[:, : a - start + n]
     return out
@@ -518,13 +543,13 @@ def make_cutouts(
     """Compute each needed candidate's FETCH cutouts once; save them for the classifier,
     the ``.h5`` writer and the PNG (``work_dir/cutouts.npz``, float16). ``None`` if none."""
     from drafts_ops.atomic import atomic_path
-    from drafts_ops.detect.products import CutoutMaker
+    from drafts_ops.detect.products import CutoutMaker, SearchedSamples
 
     count = cutout_count(candidates, plan.config)
     if count == 0:
         return None
     with open_observation(path) as reader:
-        maker = CutoutMaker(reader, plan)
+        maker = CutoutMaker(reader, plan, SearchedSamples.find(Path(work_dir), plan))
         pairs = [maker.cutouts(cand) for cand in candidates[:count]]
     target = Path(work_dir) / "cutouts.npz"
     with atomic_path(target) as tmp, tmp.open("wb") as fh:
@@ -569,8 +594,8 @@ def write_outputs(
     cutouts: PathLike | None = None,
 ) -> dict[str, Path]:  # fmt: skip
     """Write ``candidates.csv``, ``<stem>.cand`` and, for the first ``max_outputs``
-    candidates (brightest first), FETCH ``h5/<id>.h5`` and ``plots/<id>.png`` from the
-    saved cutouts.
+    candidates (brightest first), FETCH ``h5/<id>.h5`` and, for those of them that count
+    as bursts (:func:`is_burst`), ``plots/<id>.png``, from the saved cutouts.
 
     Returns the paths: keys ``csv``, ``cand``, and ``h5:<i>`` / ``png:<i>`` for candidate i.
     """
@@ -594,12 +619,19 @@ def write_outputs(
         name = fetch_name(cand, header)
         if cfg.write_h5:
             outputs[f"h5:{i}"] = write_fetch_h5(cand, header, ft, dt, out_dir / "h5" / f"{name}.h5")
-        if cfg.write_plots:
+        if cfg.write_plots and is_burst(cand, cfg):
             outputs[f"png:{i}"] = plot_candidate(
                 cand, ft, dt, tsamp=header.tsamp, fmax_mhz=header.fmax, fmin_mhz=header.fmin,
                 path=out_dir / "plots" / f"{name}.png",
             )  # fmt: skip
     return outputs
+
+
+def is_burst(cand: Candidate, config: SearchConfig) -> bool:
+    """Whether a candidate counts as a burst: classifier probability at least
+    ``classifier_threshold`` (every candidate when it was not classified)."""
+    prob = cand.classifier_prob
+    return prob is None or prob >= config.classifier_threshold
 
 
 # -- the stage sequence ------------------------------------------------------------------

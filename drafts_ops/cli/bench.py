@@ -1,9 +1,11 @@
-"""``drafts bench dedisp``: time every dedispersion path on one configuration."""
+"""``drafts bench dedisp`` (every dedispersion path on one configuration) and ``drafts bench
+search`` (the whole search on survey-sized simulated observations)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +29,60 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--repeats", type=int, default=3)
     d.add_argument("--paths", nargs="+", default=None, help="paths to run (default: all)")
     d.set_defaults(func=run)
+    _add_search_parser(targets)
+
+
+def _add_search_parser(targets) -> None:
+    from drafts_ops.bench_search import CONFIGS, MODES, PATHS
+
+    s = targets.add_parser(
+        "search",
+        help="the whole search (direct and Prefect flow) on survey-sized simulated data",
+        description="Simulate each configuration once (cached in --data-dir), search it in a "
+        "fresh process per run along each path and dedispersion mode, and print per stage "
+        "wall seconds, CPU, real-time factor, peak RSS and candidates beside the "
+        "dedispersion kernel's own real-time factor on the same plan (pipeline/kernel "
+        "ratio). Configurations: "
+        + "; ".join(
+            f"{n}: {c.nchans} ch, {c.tsamp * 1e6:g} us, {c.duration_s:g} s"
+            + (f", x{c.time_decimation} t x{c.freq_decimation} f" if c.time_decimation > 1 else "")
+            for n, c in CONFIGS.items()
+        ),  # fmt: skip
+    )
+    s.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS),
+                   help="configurations to run (default: all)")  # fmt: skip
+    s.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS),
+                   help="direct (no Prefect) and/or flow (drafts search)")  # fmt: skip
+    s.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES),
+                   help="dedispersion modes (default: both)")  # fmt: skip
+    s.add_argument("--duration", type=float, default=None, help="observation length, s")
+    s.add_argument("--dm-max", type=float, default=None, help="highest DM, pc cm^-3")
+    s.add_argument("--memory-budget-mib", type=float, default=None,
+                   help="search memory budget, MiB (default: the search's)")  # fmt: skip
+    s.add_argument("--data-dir", type=Path, default=None,
+                   help="where simulated observations are kept (default: TMPDIR/drafts-bench)")  # fmt: skip
+    s.add_argument("--json", action="store_true", help="print a JSON list, one object per run")
+    s.set_defaults(func=run_search_bench)
+
+
+def run_search_bench(args: argparse.Namespace) -> int:
+    from drafts_ops.bench_search import format_table, results_json, run_search_bench
+    from drafts_ops.platform import platform_info
+
+    extra = {}
+    if args.memory_budget_mib:
+        extra["memory_budget_mib"] = args.memory_budget_mib
+    results = run_search_bench(args.configs, paths=tuple(args.paths), modes=tuple(args.modes),
+                               data_dir=args.data_dir, duration_s=args.duration,
+                               dm_max=args.dm_max, extra=extra)  # fmt: skip
+    if args.json:
+        print(json.dumps(results_json(results), indent=2))
+        return 0
+    info = platform_info()
+    print(format_table(results))
+    print(f"platform: {info['cores']} cores ({info['cpu']}, {info['simd']}), "
+          f"numba threads {info['numba_threads']}")  # fmt: skip
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:

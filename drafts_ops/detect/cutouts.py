@@ -22,11 +22,13 @@ import numpy as np
 
 from drafts_ops.dedisp.operator import dedisperse
 from drafts_ops.dedisp.plan import DMPlan, delay_table
-from drafts_ops.detect.kernels import channel_median_scale, normalise_into
+from drafts_ops.detect.kernels import normalise_into
+from drafts_ops.detect.preprocess import channel_location_scale
 from drafts_ops.errors import ParameterError
 
-#: Strided samples per channel from which a cutout window's median and IQR are taken.
-CUTOUT_NORM_POINTS = 1024
+#: Samples per channel (the start of the window) from which a cutout's median and IQR are
+#: taken.
+CUTOUT_STATS_SAMPLES = 1024
 #: Image side of FETCH candidates (pixels).
 CUTOUT_SIZE = 256
 
@@ -184,30 +186,29 @@ def _check(freqs_mhz, tsamp: float, dm: float, width_samples: int, size: int) ->
 def _window(data: np.ndarray, start: int, length: int, chan_mask: np.ndarray | None) -> np.ndarray:
     """``data[:, start:start + length]`` as float32, per channel normalised; pads with 0.
 
-    Median and IQR per channel from strided samples (the search's kernel), read in the
-    data's own dtype; padding happens after normalisation, so padded samples equal the
-    channel median.
+    Median and MAD-sigma per channel from the first :data:`CUTOUT_STATS_SAMPLES` samples of the
+    window (contiguous: cheap on a long window), read in the data's own dtype; masked
+    channels become 0; padding equals the channel median (0).
     """
     data = np.asarray(data)
     if data.ndim != 2:
         raise ParameterError(f"cutouts need data [nchan, nt], got shape {data.shape}")
     nchan, nt = data.shape
+    mask = np.zeros(nchan, bool) if chan_mask is None else np.asarray(chan_mask, dtype=bool)
+    if mask.shape != (nchan,):
+        raise ParameterError(f"channel mask of shape {mask.shape} does not fit {nchan} channels")
     lo, hi = max(start, 0), min(start + length, nt)
-    out = np.zeros((nchan, length), dtype=np.float32)
+    out = np.empty((nchan, length), dtype=np.float32)
+    out[:, : max(lo - start, 0)] = 0.0
+    out[:, max(hi - start, 0) :] = 0.0
     if hi > lo:
-        piece = np.ascontiguousarray(data[:, lo:hi])
+        piece = data[:, lo:hi]
         if piece.dtype not in (np.uint8, np.uint16, np.float32):
             piece = piece.astype(np.float32)
-        stats = channel_median_scale(piece, hi - lo, CUTOUT_NORM_POINTS, True)
-        weight = 1.0 / np.where(stats[:, 1] > 0, stats[:, 1], 1.0)
+        head = np.ascontiguousarray(piece[:, :CUTOUT_STATS_SAMPLES])
+        stats = channel_location_scale(head, head.shape[1], "mad")
+        weight = np.where(mask | (stats[:, 1] <= 0), 0.0, 1.0 / np.maximum(stats[:, 1], 1e-30))
         normalise_into(piece, hi - lo, stats[:, 0], weight, out[:, lo - start : hi - start])
-    if chan_mask is not None:
-        mask = np.asarray(chan_mask, dtype=bool)
-        if mask.shape != (nchan,):
-            raise ParameterError(
-                f"channel mask of shape {mask.shape} does not fit {nchan} channels"
-            )
-        out[mask] = 0.0
     return out
 
 

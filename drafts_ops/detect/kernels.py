@@ -132,6 +132,44 @@ def friends_of_friends(  # noqa: PLR0917 (numba kernel: positional only)
 _MAD_TO_STD = 1.482602218505602
 
 
+@nb.njit(cache=True)
+def _select(v, k):  # pragma: no cover - compiled
+    """The ``k``-th smallest value of ``v`` (reordered in place; Hoare's quickselect)."""
+    lo, hi = 0, v.size - 1
+    while hi > lo:
+        pivot = v[(lo + hi) // 2]
+        i, j = lo, hi
+        while i <= j:
+            while v[i] < pivot:
+                i += 1
+            while v[j] > pivot:
+                j -= 1
+            if i <= j:
+                v[i], v[j] = v[j], v[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            break
+    return v[k]
+
+
+@nb.njit(cache=True)
+def _median(v):  # pragma: no cover - compiled
+    """Median of ``v`` (reordered in place): O(n), several times faster than np.median."""
+    n = v.size
+    upper = _select(v, n // 2)
+    if n % 2:
+        return upper
+    lower = v[0]
+    for i in range(1, n // 2):  # after the selection, v[:n//2] holds the smaller half
+        lower = max(lower, v[i])
+    return 0.5 * (lower + upper)
+
+
 @nb.njit(parallel=True, cache=True)
 def channel_moments(data, nvalid):  # pragma: no cover - compiled
     """Per-channel ``(mean, std, excess kurtosis)`` of ``data[:, :nvalid]`` in one pass.
@@ -168,6 +206,38 @@ def channel_moments(data, nvalid):  # pragma: no cover - compiled
 
 
 @nb.njit(parallel=True, cache=True)
+def channel_median_mad_u8(data, nvalid):  # pragma: no cover - compiled
+    """Exact per-channel median and MAD-sigma of 8-bit ``data[:, :nvalid]`` from a
+    histogram of each channel (one pass, no sorting). ``float64 [nchan, 2]``; the median
+    is the lower median (an integer level), as is the MAD."""
+    nchan = data.shape[0]
+    out = np.zeros((nchan, 2), np.float64)
+    for c in nb.prange(nchan):
+        counts = np.zeros(256, np.int64)
+        for t in range(nvalid):
+            counts[data[c, t]] += 1
+        half = (nvalid + 1) // 2
+        acc = 0
+        med = 0
+        for level in range(256):
+            acc += counts[level]
+            if acc >= half:
+                med = level
+                break
+        acc = counts[med]
+        mad = 0
+        while acc < half and mad < 255:
+            mad += 1
+            if med + mad < 256:
+                acc += counts[med + mad]
+            if med - mad >= 0:
+                acc += counts[med - mad]
+        out[c, 0] = med
+        out[c, 1] = _MAD_TO_STD * mad
+    return out
+
+
+@nb.njit(parallel=True, cache=True)
 def channel_median_scale(data, nvalid, max_points, iqr):  # pragma: no cover - compiled
     """Per-channel median and robust sigma of ``data[:, :nvalid]`` from at most
     ``max_points`` evenly strided samples (MAD, or IQR when ``iqr``). ``float64 [nchan, 2]``.
@@ -183,15 +253,15 @@ def channel_median_scale(data, nvalid, max_points, iqr):  # pragma: no cover - c
         for i in range(npts):
             v[i] = float(data[c, i * step])
         if iqr:
-            med = np.median(v)
+            med = _median(v)
             q1 = np.partition(v, int(0.25 * (npts - 1)))[int(0.25 * (npts - 1))]
             q3 = np.partition(v, int(0.75 * (npts - 1)))[int(0.75 * (npts - 1))]
             scale = (q3 - q1) / 1.3489795003921634
         else:
-            med = np.median(v)
+            med = _median(v)
             for i in range(npts):
                 v[i] = abs(v[i] - med)
-            scale = _MAD_TO_STD * np.median(v)
+            scale = _MAD_TO_STD * _median(v)
         out[c, 0] = med
         out[c, 1] = scale
     return out
@@ -231,6 +301,32 @@ def decimate_into(data, tfac, ffac, out):  # pragma: no cover - compiled
                 for i in range(t * tfac, t * tfac + tfac):
                     acc += np.float32(data[f, i])
             out[c, t] = acc * inv
+
+
+@nb.njit(parallel=True, cache=True)
+def decimate_spectra_into(spectra, tfac, ffac, out):  # pragma: no cover - compiled
+    """``out[c, t]`` = mean of ``spectra[t*tfac:(t+1)*tfac, c*ffac:(c+1)*ffac]`` (float32).
+
+    Reads time-major spectra (the file layout) and writes channel-major averages: the
+    transpose and the averaging in one pass. ``out.shape`` is ``(nchan // ffac, n //
+    tfac)``.
+    """
+    nc, nt = out.shape
+    inv = np.float32(1.0 / (tfac * ffac))
+    tile = 64
+    for k in nb.prange((nt + tile - 1) // tile):
+        acc = np.zeros(nc, np.float32)
+        for t in range(k * tile, min(k * tile + tile, nt)):
+            acc[:] = 0.0
+            for i in range(t * tfac, t * tfac + tfac):
+                row = spectra[i]
+                for c in range(nc):
+                    s = np.float32(0.0)
+                    for f in range(c * ffac, c * ffac + ffac):
+                        s += np.float32(row[f])
+                    acc[c] += s
+            for c in range(nc):
+                out[c, t] = acc[c] * inv
 
 
 @nb.njit(parallel=True, fastmath=True, cache=True)
@@ -334,10 +430,10 @@ def _strided_median_mad(csum, w, m, max_points):  # pragma: no cover - compiled
     v = np.empty(npts, np.float64)
     for i in range(npts):
         v[i] = csum[i * step + w] - csum[i * step]
-    med = np.median(v)
+    med = _median(v)
     for i in range(npts):
         v[i] = abs(v[i] - med)
-    return med, _MAD_TO_STD * np.median(v)
+    return med, _MAD_TO_STD * _median(v)
 
 
 @nb.njit(cache=True)
@@ -359,7 +455,7 @@ def _baseline_cumsum(row, n, window, max_points):  # pragma: no cover - compiled
         v = np.empty(npts, np.float64)
         for i in range(npts):
             v[i] = row[a + i * step]
-        meds[s] = np.median(v)
+        meds[s] = _median(v)
         centres[s] = 0.5 * (a + b - 1)
     csum = np.empty(n + 1, np.float64)
     csum[0] = 0.0

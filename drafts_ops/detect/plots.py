@@ -78,7 +78,7 @@ def plot_candidate(
         + (f"   {Path(c.file).name}" if c.file else "")
     )
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=80)
+        fig.savefig(tmp, format="png", dpi=80, pil_kwargs={"compress_level": 1})
     return Path(path)
 
 

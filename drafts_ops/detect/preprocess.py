@@ -13,6 +13,7 @@ from typing import Literal
 import numpy as np
 
 from drafts_ops.detect.kernels import (
+    channel_median_mad_u8,
     channel_median_scale,
     channel_moments,
     decimate_into,
@@ -273,7 +274,7 @@ def prepare_block(
         raise ParameterError(f"prepare_block: out {out.shape} does not fit {x.shape} data")
     nvalid = int(min(nvalid, x.shape[1]))
     bad = np.zeros(x.shape[0], bool) if mask is None else _check_mask(mask, x.shape[0]).copy()
-    stats = channel_median_scale(x, nvalid, NORM_POINTS, method == "iqr")
+    stats = channel_location_scale(x, nvalid, method)
     if np.any(stats[:, 1] <= 0):  # coarsely quantised channels: fall back to the std
         std = channel_moments(x, nvalid)[:, 1]
         stats[:, 1] = np.where(stats[:, 1] > 0, stats[:, 1], std)
@@ -286,6 +287,19 @@ def prepare_block(
         series = out[~bad, :nvalid].mean(axis=0)
         out[~bad, :nvalid] -= series
     return bad
+
+
+def channel_location_scale(
+    data: np.ndarray, nvalid: int, method: NormMethod = "mad", max_points: int = NORM_POINTS
+) -> np.ndarray:
+    """Per-channel median and robust sigma ``float64 [nchan, 2]`` of ``data[:, :nvalid]``.
+
+    8-bit data with ``method="mad"``: exact, from a histogram of every sample. Otherwise
+    from at most ``max_points`` evenly strided samples (MAD, or IQR).
+    """
+    if data.dtype == np.uint8 and method == "mad":
+        return channel_median_mad_u8(data, int(nvalid))
+    return channel_median_scale(data, int(nvalid), int(max_points), method == "iqr")
 
 
 def decimate_block(data: np.ndarray, time_factor: int, freq_factor: int) -> np.ndarray:

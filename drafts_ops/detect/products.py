@@ -10,17 +10,64 @@ through the production operator (:func:`~drafts_ops.detect.cutouts.dm_time_cutou
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from drafts_ops.detect.candidates import Candidate
-from drafts_ops.detect.cutouts import cutout_pair, cutout_span
+from drafts_ops.detect.cutouts import CUTOUT_STATS_SAMPLES, cutout_pair, cutout_span
 from drafts_ops.detect.preprocess import auto_mask, decimate_mask, static_mask
 
 if TYPE_CHECKING:
     from drafts_ops.io.reader import ObservationReader
     from drafts_ops.pipeline import SearchPlan
+
+
+#: Name pattern of the searched-resolution copies a decimating search keeps for cutouts.
+SEARCHED_PATTERN = "searched_*.npy"
+
+
+class SearchedSamples:
+    """The searched (decimated) samples a decimating search kept, for its cutouts.
+
+    Each streaming pass writes the samples its blocks own to
+    ``work/searched_<first>-<last>.npy`` (float32 ``[nchan, n]``); this reads any span
+    back as ``[nchan, n]`` float32, across files. A 4096-channel 8-bit file searched at
+    x8 x8 keeps 1/16 of its volume (1/64 of the samples at 4 bytes each).
+    """
+
+    def __init__(self, files: list[tuple[int, Path]]) -> None:
+        self.parts = sorted((start, np.load(path, mmap_mode="r")) for start, path in files)
+
+    @classmethod
+    def find(cls, work_dir: Path, plan: SearchPlan) -> SearchedSamples | None:
+        files = []
+        for path in sorted(Path(work_dir).glob(SEARCHED_PATTERN)):  # named by first block
+            first = int(path.stem.split("_")[1].split("-")[0])
+            files.append((plan.blocks[first].start, path))
+        return cls(files) if files else None
+
+    @staticmethod
+    def writer(work_dir: Path, plan: SearchPlan, indices: list[int]) -> np.memmap:
+        """The file a pass over blocks ``indices`` writes (``[nchan, n]`` float32)."""
+        first, last = plan.blocks[indices[0]], plan.blocks[indices[-1]]
+        path = Path(work_dir) / f"searched_{indices[0]:05d}-{indices[-1]:05d}.npy"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shape = (plan.header.nchans, last.stop - first.start)
+        return np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Samples ``[start, stop)`` as float32 ``[nchan, n]`` (clipped to what exists)."""
+        nchan = self.parts[0][1].shape[0]
+        out = np.empty((nchan, max(stop - start, 0)), np.float32)
+        filled = 0
+        for first, array in self.parts:
+            a, b = max(start, first), min(stop, first + array.shape[1])
+            if b > a:
+                out[:, a - start : b - start] = array[:, a - first : b - first]
+                filled = max(filled, b - start)
+        return out[:, :filled]
 
 
 class CutoutMaker:
@@ -30,9 +77,12 @@ class CutoutMaker:
     candidate's cutouts once).
     """
 
-    def __init__(self, reader: ObservationReader, plan: SearchPlan) -> None:
+    def __init__(
+        self, reader: ObservationReader, plan: SearchPlan, searched: SearchedSamples | None = None
+    ) -> None:
         self.reader = reader
         self.plan = plan
+        self.searched = searched
         cfg = plan.config
         mask = static_mask(plan.raw_header.nchans, cfg.mask_channels)
         if cfg.freq_decimation > 1:
@@ -48,10 +98,14 @@ class CutoutMaker:
         freqs = header.chan_freqs
         start, stop = cutout_span(freqs, header.tsamp, cand.dm, cand.sample, cand.width_samples)
         lo, hi = max(start, 0), min(stop, header.nsamples)
-        data = read_searched(self.reader, self.plan, lo, max(hi, lo + 1))
+        if self.searched is not None:
+            data = self.searched.read(lo, max(hi, lo + 1))
+        else:
+            data = read_searched(self.reader, self.plan, lo, max(hi, lo + 1))
+            self.reader.release(self.plan.raw_header.nsamples)  # drop the mapped pages
         mask = self.static_mask.copy()
-        if cfg.auto_mask and data.shape[1] > 1:
-            mask |= auto_mask(data, cfg.mask_threshold)
+        if cfg.auto_mask and data.shape[1] > 1:  # channel statistics near the candidate
+            mask |= auto_mask(data[:, :CUTOUT_STATS_SAMPLES], cfg.mask_threshold)
         args = (data, freqs, header.tsamp, cand.dm, cand.sample - lo, cand.width_samples)
         self.made += 1
         return cutout_pair(*args, chan_mask=mask)

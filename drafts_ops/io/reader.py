@@ -51,6 +51,13 @@ class ObservationReader(ABC):
             check_finite(self.path, block, start)
         return block
 
+    def read_spectra(self, start: int, nsamp: int) -> np.ndarray | None:
+        """Samples ``[start, start + nsamp)`` in the file's own layout ``[n, nchans]`` and
+        dtype, without a copy (a memory-map view), or ``None`` where the format cannot
+        (packed bits, several IFs, calibrated PSRFITS). Lets a decimating reader average
+        straight from the file without a transposed copy of the full resolution."""
+        return None
+
     def read_all(self, *, raw: bool = False) -> np.ndarray:
         """The whole observation ``[nchans, nsamples]`` (small files and tests only)."""
         return self.read_block(0, self.header.nsamples, raw=raw)

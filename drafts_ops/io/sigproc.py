@@ -165,6 +165,15 @@ class SigprocReader(ObservationReader):
         dtype = spectra.dtype if raw else np.float32
         return transposed(spectra, dtype)
 
+    def read_spectra(self, start: int, nsamp: int) -> np.ndarray | None:
+        """A view ``[n, nchans]`` of the memory map (8/16-bit, one IF), clipped to the file."""
+        h = self.header
+        if h.nbits < 8 or h.nifs != 1 or h.nbits == 32:
+            return None
+        stop = min(start + nsamp, h.nsamples)
+        chunk = self._raw[start * self.spectrum_bytes : stop * self.spectrum_bytes]
+        return np.asarray(chunk).view(self._dtype).reshape(max(stop - start, 0), h.nchans)
+
     def release(self, stop: int) -> None:
         """Drop the mapped pages of samples before ``stop`` from this process (madvise)."""
         mm = getattr(self._raw, "_mmap", None)
