@@ -203,14 +203,14 @@ def run_search_bench(
         warm = replace(config, duration_s=4.0, dm_max=min(config.dm_max, 200.0), n_bursts=1)
         for mode in modes:  # compile the kernels for this shape and dtype (Numba's cache)
             with tempfile.TemporaryDirectory(dir=data_dir) as out:
-                run_one(
-                    observation_file(warm, data_dir), warm, "direct", mode, Path(out), extra or {}
-                )
+                warm_path = observation_file(warm, data_dir)
+                run_one(warm_path, warm, "direct", mode, out=Path(out), extra=extra or {})
         for mode in modes:
             kernel = kernel_realtime_factor(path, config, mode)
             for run_path in paths:
                 with tempfile.TemporaryDirectory(dir=data_dir) as out:
-                    figures = run_one(path, config, run_path, mode, Path(out), extra or {})
+                    figures = run_one(path, config, run_path, mode, out=Path(out),
+                                      extra=extra or {})  # fmt: skip
                 figures.kernel_realtime_factor = kernel
                 results.append(figures)
                 print(format_row(figures), file=sys.stderr, flush=True)
@@ -230,9 +230,9 @@ def format_row(r: RunFigures) -> str:
 
 def format_table(results: list[RunFigures]) -> str:
     """Human-readable table: one row per run; stage walls in s."""
-    head = (f"{'config':<9}{'path':<7}{'mode':<11}"
-            + " ".join(f"{s[:7]:>7}" for s in STAGE_COLUMNS)
-            + f" {'wall':>7}{'cpu':>7}{'RTF':>8}{'kRTF':>8}{'p/k':>7}{'RSS MiB':>8}{'cands':>6}")  # fmt: skip
+    stages = " ".join(f"{s[:7]:>7}" for s in STAGE_COLUMNS)
+    totals = f"{'wall':>7}{'cpu':>7}{'RTF':>8}{'kRTF':>8}{'p/k':>7}{'RSS MiB':>8}{'cands':>6}"
+    head = f"{'config':<9}{'path':<7}{'mode':<11}{stages} {totals}"
     lines = [head, *(format_row(r) for r in results)]
     flows = {(r.config, r.mode): r for r in results if r.path == "flow"}
     for r in results:
@@ -240,8 +240,10 @@ def format_table(results: list[RunFigures]) -> str:
         if r.path == "direct" and f is not None:
             lines.append(f"{r.config} {r.mode}: flow / direct wall = {f.wall_s / r.wall_s:.2f} "
                          f"(flow process incl. API start {f.process_wall_s:.1f} s)")  # fmt: skip
-    lines.append("stage walls and wall/cpu in s (perf.json); RTF = observation s / wall s; "
-                 "kRTF = dedispersion kernel alone on the same plan and block; p/k = kRTF/RTF")  # fmt: skip
+    lines.append(
+        "stage walls and wall/cpu in s (perf.json); RTF = observation s / wall s; "
+        "kRTF = dedispersion kernel alone on the same plan and block; p/k = kRTF/RTF"
+    )
     return "\n".join(lines)
 
 

@@ -35,6 +35,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _add_search_parser(targets) -> None:
     from drafts_ops.bench_search import CONFIGS, MODES, PATHS
 
+    shapes = "; ".join(
+        f"{n}: {c.nchans} ch, {c.tsamp * 1e6:g} us, {c.duration_s:g} s"
+        + (f", x{c.time_decimation} t x{c.freq_decimation} f" if c.time_decimation > 1 else "")
+        for n, c in CONFIGS.items()
+    )
     s = targets.add_parser(
         "search",
         help="the whole search (direct and Prefect flow) on survey-sized simulated data",
@@ -42,12 +47,7 @@ def _add_search_parser(targets) -> None:
         "fresh process per run along each path and dedispersion mode, and print per stage "
         "wall seconds, CPU, real-time factor, peak RSS and candidates beside the "
         "dedispersion kernel's own real-time factor on the same plan (pipeline/kernel "
-        "ratio). Configurations: "
-        + "; ".join(
-            f"{n}: {c.nchans} ch, {c.tsamp * 1e6:g} us, {c.duration_s:g} s"
-            + (f", x{c.time_decimation} t x{c.freq_decimation} f" if c.time_decimation > 1 else "")
-            for n, c in CONFIGS.items()
-        ),  # fmt: skip
+        f"ratio). Configurations: {shapes}.",
     )
     s.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS),
                    help="configurations to run (default: all)")  # fmt: skip
@@ -60,7 +60,7 @@ def _add_search_parser(targets) -> None:
     s.add_argument("--memory-budget-mib", type=float, default=None,
                    help="search memory budget, MiB (default: the search's)")  # fmt: skip
     s.add_argument("--data-dir", type=Path, default=None,
-                   help="where simulated observations are kept (default: TMPDIR/drafts-bench)")  # fmt: skip
+                   help="simulated observations kept here (default: TMPDIR/drafts-bench)")  # fmt: skip
     s.add_argument("--json", action="store_true", help="print a JSON list, one object per run")
     s.set_defaults(func=run_search_bench)
 
