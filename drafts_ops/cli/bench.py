@@ -60,7 +60,7 @@ def _add_search_parser(targets) -> None:
     s.add_argument("--memory-budget-mib", type=float, default=None,
                    help="search memory budget, MiB (default: the search's)")  # fmt: skip
     s.add_argument("--data-dir", type=Path, default=None,
-                   help="simulated observations kept here (default: TMPDIR/drafts-bench)")  # fmt: skip
+                   help="observations kept here (default: TMPDIR/drafts-bench)")  # fmt: skip
     s.add_argument("--json", action="store_true", help="print a JSON list, one object per run")
     s.set_defaults(func=run_search_bench)
 
