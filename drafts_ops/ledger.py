@@ -6,8 +6,11 @@ Files are keyed by their path relative to the scanned directory and fingerprinte
 and modification time: a file that changes is searched again.
 
 States: ``running`` (started, not finished: a crash leaves this and the next run retries
-it), ``done``, ``failed`` (an error during the search: retried by the next run) and
-``quarantined`` (the file failed validation: moved to ``OUT/quarantine`` with a reason).
+it), ``done``, ``failed`` (an error during the search, e.g. a transient I/O or storage
+problem: retried by the next runs up to a limit of attempts), ``quarantined`` (the file
+failed validation: its format or header is bad; moved to ``OUT/quarantine`` with a reason)
+and ``unusable`` (readable, but its data cannot be searched: NaNs, too short; recorded
+and not retried). A file that changes (size or mtime) is searched again in any state.
 
 Document layout::
 
@@ -31,12 +34,12 @@ from typing import Any, Literal
 from drafts_ops.atomic import write_json_atomic
 from drafts_ops.errors import DraftsError
 
-Status = Literal["running", "done", "failed", "quarantined"]
+Status = Literal["running", "done", "failed", "quarantined", "unusable"]
 LEDGER_FILENAME = "ledger.json"
 SCHEMA = "drafts-ops/ledger"
 SCHEMA_VERSION = 1
 #: States a rerun does not touch again while the file is unchanged.
-FINAL_STATES: frozenset[str] = frozenset({"done", "quarantined"})
+FINAL_STATES: frozenset[str] = frozenset({"done", "quarantined", "unusable"})
 
 
 def _now() -> str:
@@ -87,14 +90,19 @@ class Ledger:
             raise DraftsError(f"{path}: unreadable survey ledger ({err})") from None
         return cls(path, entries)
 
-    def needs_search(self, key: str, path: Path) -> bool:
-        """True unless ``key`` is done or quarantined with the file unchanged."""
+    def needs_search(self, key: str, path: Path, max_attempts: int | None = None) -> bool:
+        """True unless ``key`` is in a final state (or failed ``max_attempts`` times) with
+        the file unchanged."""
         entry = self.entries.get(key)
-        if entry is None or entry.status not in FINAL_STATES:
+        if entry is None:
             return True
-        if entry.status == "quarantined":
-            return path.exists() and fingerprint(path) != (entry.size, entry.mtime_ns)
-        return fingerprint(path) != (entry.size, entry.mtime_ns)
+        given_up = entry.status == "failed" and max_attempts and entry.attempts >= max_attempts
+        if entry.status not in FINAL_STATES and not given_up:
+            return True
+        try:
+            return fingerprint(path) != (entry.size, entry.mtime_ns)
+        except FileNotFoundError:  # quarantined (moved away) or deleted
+            return False
 
     def start(self, key: str, path: Path) -> Entry:
         """Record that the search of ``path`` begins (status ``running``, one more attempt)."""
@@ -116,6 +124,12 @@ class Ledger:
             self.entries[key] = entry
             self._save()
         return entry
+
+    def forget(self, key: str) -> None:
+        """Drop ``key`` (its file disappeared before it could be searched)."""
+        with self._lock:
+            if self.entries.pop(key, None) is not None:
+                self._save()
 
     def counts(self) -> dict[str, int]:
         """Number of files in each state."""

@@ -16,11 +16,18 @@ reruns never duplicate a candidate and never lose one.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import datetime as _dt
+import errno
+import fcntl
 import io
+import json
 import os
 import shutil
-from collections.abc import Iterable
+import socket
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +37,7 @@ from drafts_ops.errors import DraftsError, ObservationError
 from drafts_ops.io import open_observation
 from drafts_ops.io.header import Header
 
+LOCK_FILENAME = ".survey.lock"
 QUARANTINE_DIR = "quarantine"
 FILES_DIR = "files"
 SURVEY_CANDIDATES = "survey_candidates.csv"
@@ -47,6 +55,70 @@ def scan(directory: str | os.PathLike[str], pattern: str = "*.fil") -> list[Path
     if not root.is_dir():
         raise DraftsError(f"{root}: survey input is not a directory")
     return sorted(p for p in root.glob(pattern) if p.is_file() and not p.name.startswith("."))
+
+
+class SurveyLockedError(DraftsError):
+    """Another survey holds the output directory's lock."""
+
+
+@contextlib.contextmanager
+def survey_lock(out_dir: str | os.PathLike[str], *, wait: bool = False) -> Iterator[Path]:
+    """Hold the survey lock of ``out_dir`` (``OUT/.survey.lock``) for the enclosed run.
+
+    An OS-level lock (``flock``): one survey per output directory at a time. The holder
+    writes its pid, host and start time into the file, so a second run can say who holds
+    it; without ``wait`` that run raises :class:`SurveyLockedError`, with ``wait`` it blocks
+    until the lock is free. A run killed in any way (kill -9 included) releases the lock
+    with its process, so a stale lock file is simply taken over by the next run.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / LOCK_FILENAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            holder = _lock_holder(path)
+            raise SurveyLockedError(
+                f"{out} is being surveyed by {holder}; wait for it to finish or rerun with --wait"
+            ) from None
+        started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "started_utc": started}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        yield path
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _lock_holder(path: Path) -> str:
+    try:
+        info = json.loads(path.read_text() or "{}")
+        return f"pid {info['pid']} on {info['host']} since {info['started_utc']}"
+    except (OSError, ValueError, KeyError):
+        return "another process"
+
+
+def settled(path: Path, settle_s: float, now: float | None = None) -> bool:
+    """Whether ``path`` has not changed for ``settle_s`` seconds (uploads in progress have)."""
+    try:
+        mtime = path.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    return (time.time() if now is None else now) - mtime >= settle_s
+
+
+#: errno values of storage problems that retrying cannot mend (full, read-only, denied).
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def storage_error(err: BaseException) -> str | None:
+    """One line for a full, read-only or forbidden storage error (``None`` otherwise)."""
+    if isinstance(err, OSError) and err.errno in STORAGE_ERRNOS:
+        where = err.filename or "output"
+        return f"cannot write {where}: {os.strerror(err.errno)}"
+    return None
 
 
 def file_key(path: Path, root: Path) -> str:

@@ -26,10 +26,16 @@ EPHEMERAL_STARTUP_TIMEOUT_S = "300"
 
 
 def _embedded_api_defaults() -> None:
-    """Settings for the embedded API, unless the user set them (call before importing prefect)."""
+    """Settings for the embedded API, unless the user set them (call before importing prefect).
+
+    Telemetry and analytics are off: an offline machine (most telescope sites) would log a
+    traceback for each failed attempt to send them.
+    """
     os.environ.setdefault(
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_STARTUP_TIMEOUT_S
     )
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
 def _add_runner_arguments(parser: argparse.ArgumentParser) -> None:
@@ -141,11 +147,13 @@ def run_survey(args: argparse.Namespace) -> int:
     summary = flow(str(args.incoming), str(args.out), options, search, progress=args.progress)
     print(
         f"{summary['searched']} searched, {summary['skipped']} skipped, "
-        f"{len(summary['failed'])} failed, {len(summary['quarantined'])} quarantined; "
+        f"{len(summary['failed'])} failed, {len(summary['quarantined'])} quarantined, "
+        f"{len(summary['unusable'])} unusable, {len(summary['unsettled'])} not yet settled; "
         f"{summary['candidates_total']} candidates in {summary['candidates_file']}"
     )
-    for item in summary["failed"] + summary["quarantined"]:
-        print(f"  {item['file']}: {item['error']}", file=sys.stderr)
+    for kind in ("failed", "quarantined", "unusable"):
+        for item in summary[kind]:
+            print(f"  {kind} {item['file']}: {item['error']}", file=sys.stderr)
     return 1 if summary["failed"] else 0
 
 

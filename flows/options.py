@@ -125,6 +125,9 @@ class SearchOptions(_Options):
         2, ge=1, le=64, description="segments of blocks searched concurrently on Dask"
     )
     trace_memory: bool = Field(False, description="tracemalloc peaks per stage in perf.json")
+    keep_intermediates: bool = Field(
+        False, description="keep OUT/work (per-segment giants, cutouts) after success"
+    )
 
     @model_validator(mode="after")
     def _dm_range(self) -> SearchOptions:
@@ -143,3 +146,10 @@ class SurveyOptions(_Options):
 
     pattern: str = Field("*.fil", description="glob of observation files in the directory")
     max_files: int = Field(2, ge=1, le=64, description="observations searched concurrently")
+    settle_s: float = Field(
+        60.0, ge=0, description="seconds a file must be unchanged before it is searched"
+    )
+    max_attempts: int = Field(
+        3, ge=1, le=100, description="searches of a failing file before it is left alone"
+    )
+    wait: bool = Field(False, description="wait for another survey of --out to finish")

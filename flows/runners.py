@@ -87,7 +87,8 @@ def submit_bounded(
     """Submit ``submit(item)`` for each item with at most ``limit`` unfinished at a time.
 
     Yields ``(item, future)`` as futures finish (completion order), whatever the task
-    runner: the bound holds on a thread pool and on a Dask cluster alike.
+    runner: the bound holds on a thread pool and on a Dask cluster alike. Items for which
+    ``submit`` returns ``None`` are skipped.
     """
     if limit < 1:
         raise ParameterError(f"concurrency limit {limit} must be >= 1")
@@ -97,6 +98,8 @@ def submit_bounded(
             done = next(as_completed(list(pending)))
             yield pending.pop(done), done
         future = submit(item)
+        if future is None:  # the caller decided not to run this item after all
+            continue
         pending[future] = item
     for done in as_completed(list(pending)):
         yield pending.pop(done), done

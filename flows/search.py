@@ -131,6 +131,7 @@ def search_flow(
         runner=PrefectStages(options.max_workers, progress),
         segments=search_segments(options),
         trace_memory=options.trace_memory,
+        keep_intermediates=options.keep_intermediates,
     )
     publish_perf(result.perf, artifact_key("perf", path, config.dedisp_mode))
     return result.to_dict()

@@ -10,6 +10,7 @@ concurrently, at most ``options.max_files`` at a time, on the flow's task runner
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from drafts_ops.atomic import write_json_atomic
-from drafts_ops.errors import ObservationError
+from drafts_ops.errors import ObservationError, ParameterError
 from drafts_ops.ledger import Ledger
 from drafts_ops.pipeline import run_search
 from drafts_ops.survey import (
@@ -29,6 +30,9 @@ from drafts_ops.survey import (
     merge_candidate_files,
     quarantine,
     scan,
+    settled,
+    storage_error,
+    survey_lock,
     validate_observation,
 )
 from flows.options import SearchOptions, SurveyOptions
@@ -48,17 +52,37 @@ CANDIDATES_OUTPUT = "csv"
     retry_condition_fn=retry_on_io_error,
 )
 def search_file_task(path: str, key: str, out_dir: str, options: SearchOptions) -> dict[str, Any]:
-    """Validate and search one file; quarantine it if it is not a usable observation."""
+    """Validate and search one file; returns its outcome (never raises for a file's own
+    problems: each becomes a ledger state, so one file cannot stop the survey).
+
+    Outcomes: ``done``; ``quarantined`` (bad format or header: moved aside); ``unusable``
+    (data that cannot be searched, e.g. NaNs); ``vanished`` (deleted meanwhile); ``failed``
+    (anything else, e.g. permissions or a full disk: retried by later runs).
+    """
     logger = get_run_logger()
     try:
         validate_observation(path)
+    except FileNotFoundError:
+        return {"status": "vanished", "error": "file disappeared before its search"}
     except ObservationError as err:
         reason_file = quarantine(path, out_dir, err.problem)
         logger.warning("quarantined %s: %s", path, err.problem)
         return {"status": "quarantined", "error": err.problem, "reason_file": str(reason_file)}
-    run = run_search(
-        path, file_out_dir(out_dir, key), options.config(), trace_memory=options.trace_memory
-    )
+    except OSError as err:  # permissions, I/O: may get better, so not quarantined
+        return {"status": "failed", "error": f"cannot read {path}: {os.strerror(err.errno or 5)}"}
+    try:
+        run = run_search(path, file_out_dir(out_dir, key), options.config(),
+                         trace_memory=options.trace_memory,
+                         keep_intermediates=options.keep_intermediates)  # fmt: skip
+    except (ObservationError, ParameterError) as err:
+        logger.warning("%s: cannot be searched: %s", key, err)
+        return {"status": "unusable", "error": str(err)}
+    except OSError as err:
+        problem = storage_error(err)
+        if problem is None:
+            raise
+        logger.error("%s: %s", key, problem)
+        return {"status": "failed", "error": problem}
     logger.info("%s: %d candidates; %s", key, len(run.candidates), run.perf.summary_line())
     return {"status": "done", **run.to_dict()}
 
@@ -68,11 +92,13 @@ def _record(ledger: Ledger, key: str, out: Path, future: Any) -> dict[str, Any]:
     try:
         outcome = future.result()
     except Exception as err:  # any failure of one file must not stop the survey
-        error = f"{type(err).__name__}: {err}"
-        ledger.finish(key, "failed", error=error)
-        return {"status": "failed", "error": error}
-    if outcome["status"] == "quarantined":
-        ledger.finish(key, "quarantined", error=outcome["error"])
+        outcome = {"status": "failed", "error": f"{type(err).__name__}: {err}"}
+    status = outcome["status"]
+    if status == "vanished":
+        ledger.forget(key)
+        return outcome
+    if status != "done":
+        ledger.finish(key, status, error=outcome["error"])
         return outcome
     cand_file = Path(outcome["outputs"][CANDIDATES_OUTPUT]).relative_to(out)
     ledger.finish(
@@ -84,6 +110,16 @@ def _record(ledger: Ledger, key: str, out: Path, future: Any) -> dict[str, Any]:
         error=None,
     )
     return outcome
+
+
+def _by_state(outcomes: dict[str, dict[str, Any]], states: tuple[str, ...]) -> dict[str, list]:
+    """``{state: [{"file", "error"}, ...]}`` of the files that ended in each state."""
+    return {
+        state: [
+            {"file": k, "error": o["error"]} for k, o in outcomes.items() if o["status"] == state
+        ]
+        for state in states
+    }
 
 
 def _summary_markdown(summary: dict[str, Any]) -> str:
@@ -114,17 +150,35 @@ def survey_flow(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Search the new observations of ``incoming`` into ``out_dir``; returns a summary."""
+    with survey_lock(out_dir, wait=options.wait):
+        return _survey(Path(incoming), Path(out_dir), options, search, progress)
+
+
+def _survey(
+    root: Path, out: Path, options: SurveyOptions, search: SearchOptions, progress: bool
+) -> dict[str, Any]:
     start = time.perf_counter()
     logger = get_run_logger()
-    root, out = Path(incoming), Path(out_dir)
     ledger = Ledger.load(out)
     files = scan(root, options.pattern)
-    todo = [(file_key(p, root), p) for p in files if ledger.needs_search(file_key(p, root), p)]
+    now = time.time()
+    fresh = [p for p in files if not settled(p, options.settle_s, now)]
+    if fresh:
+        logger.info("not yet settled (changed < %g s ago), left for a later run: %s",
+                    options.settle_s, ", ".join(p.name for p in fresh))  # fmt: skip
+    todo = [(file_key(p, root), p) for p in files if p not in fresh
+            and ledger.needs_search(file_key(p, root), p, options.max_attempts)]  # fmt: skip
     logger.info("%s: %d files, %d to search", root, len(files), len(todo))
+    vanished: list[str] = []
 
     def submit(item: tuple[str, Path]) -> Any:
         key, path = item
-        ledger.start(key, path)
+        try:
+            ledger.start(key, path)
+        except FileNotFoundError:
+            vanished.append(key)
+            logger.warning("%s disappeared before its search; skipped", key)
+            return None
         return search_file_task.submit(str(path), key, str(out), search)
 
     bar = None
@@ -135,6 +189,8 @@ def survey_flow(
     outcomes: dict[str, dict[str, Any]] = {}
     for (key, _), future in submit_bounded(submit, todo, options.max_files):
         outcomes[key] = _record(ledger, key, out, future)
+        if outcomes[key]["status"] == "vanished":
+            vanished.append(key)
         if bar is not None:
             bar.update()
     if bar is not None:
@@ -146,17 +202,12 @@ def survey_flow(
         "incoming": str(root),
         "out_dir": str(out),
         "scanned": len(files),
-        "searched": len(todo),
+        "searched": len(todo) - len(set(vanished)),
         "skipped": len(files) - len(todo),
         "done": sum(o["status"] == "done" for o in outcomes.values()),
-        "failed": [
-            {"file": k, "error": o["error"]} for k, o in outcomes.items() if o["status"] == "failed"
-        ],
-        "quarantined": [
-            {"file": k, "error": o["error"]}
-            for k, o in outcomes.items()
-            if o["status"] == "quarantined"
-        ],
+        **_by_state(outcomes, ("failed", "quarantined", "unusable")),
+        "unsettled": [p.name for p in fresh],
+        "vanished": sorted(set(vanished)),
         "candidates_this_run": sum(o.get("candidates", 0) for o in outcomes.values()),
         "candidates_total": total,
         "candidates_file": str(merged),

@@ -79,5 +79,7 @@ def test_search_and_survey_commands(prefect_harness, tmp_path: Path, capsys) -> 
     assert "1 candidates" in capsys.readouterr().out
     perf = json.loads((tmp_path / "s" / "perf.json").read_text())
     assert perf["run"]["task_runner"] == "ThreadPoolTaskRunner(2)"
-    assert main(["survey", str(incoming), "--out", str(tmp_path / "v"), *flags]) == 0
+    assert (
+        main(["survey", str(incoming), "--out", str(tmp_path / "v"), "--settle-s=0", *flags]) == 0
+    )
     assert "1 searched, 0 skipped" in capsys.readouterr().out

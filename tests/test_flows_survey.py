@@ -19,7 +19,7 @@ from flows.survey import survey_flow
 #: (file name, DM, arrival time s) of the pulses in the incoming directory.
 PULSES = (("a.fil", 80.0, 2.0), ("b.fil", 150.0, 3.0), ("c.fil", 220.0, 4.0))
 OPTIONS = {
-    "options": SurveyOptions(max_files=2),
+    "options": SurveyOptions(max_files=2, settle_s=0),
     "search": SearchOptions(**SEARCH),
 }
 
@@ -93,7 +93,10 @@ def test_crash_mid_survey_then_rerun_completes(
     monkeypatch.setattr(Ledger, "finish", dying_finish)
     with pytest.raises(_Crash):
         survey_flow(
-            str(incoming), str(out), options=SurveyOptions(max_files=1), search=OPTIONS["search"]
+            str(incoming),
+            str(out),
+            options=SurveyOptions(max_files=1, settle_s=0),
+            search=OPTIONS["search"],
         )
     monkeypatch.setattr(Ledger, "finish", finish)
     states = Ledger.load(out).counts()

@@ -42,6 +42,58 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def storage_problem(err: OSError) -> str | None:
+    """One line for an OSError a user can mend (space, permissions, a missing path)."""
+    import errno
+
+    user = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT,
+            errno.ENOTDIR, errno.EISDIR}  # fmt: skip
+    if err.errno not in user:
+        return None
+    where = f"{err.filename}: " if err.filename else ""
+    return f"{where}{os.strerror(err.errno)}"
+
+
+def option_problem(err: Exception) -> str | None:
+    """One line per bad option for a pydantic validation error of the options models
+    (``--block-size: must be greater than 0``); ``None`` for any other exception."""
+    errors = getattr(err, "errors", None)
+    if type(err).__name__ != "ValidationError" or not callable(errors):
+        return None
+    parts = []
+    for item in errors():
+        name = ".".join(str(x) for x in item.get("loc", ()) if not isinstance(x, int))
+        flag = f"--{name.replace('_', '-')}: " if name else ""
+        message = str(item.get("msg", "invalid value")).removeprefix("Value error, ")
+        message = message.replace("Input should be", "must be")
+        parts.append(f"{flag}{message} (got {item.get('input')!r})" if name else message)
+    return "; ".join(parts)
+
+
+def is_user_error(err: BaseException | None) -> bool:
+    """Errors a user causes and can mend: bad files or options, full or forbidden disks."""
+    if err is None:
+        return False
+    if isinstance(err, DraftsError) or type(err).__name__ == "ValidationError":
+        return True
+    return isinstance(err, OSError) and storage_problem(err) is not None
+
+
+class UserErrorTracebacks(logging.Filter):
+    """Keeps tracebacks of user errors off the console (orchestrators log them at ERROR
+    with the whole stack); the error itself still prints as one line. ``--verbose`` shows
+    them; the run's own log (e.g. Prefect's UI) keeps them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        err = record.exc_info[1] if record.exc_info else None
+        if is_user_error(err):
+            record.exc_info, record.exc_text = None, None
+        message = record.getMessage()
+        if "\nTraceback (most recent call last)" in message:
+            record.msg, record.args = message.split("\nTraceback", 1)[0], None
+        return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``drafts`` console script; returns the exit status."""
     parser = build_parser()
@@ -50,10 +102,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(UserErrorTracebacks())
     try:
         status = args.func(args)
     except DraftsError as err:
         print(f"drafts {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a full, read-only or forbidden disk: one line, no traceback
+        problem = storage_problem(err)
+        if problem is None:
+            raise
+        print(f"drafts {args.command}: error: {problem}", file=sys.stderr)
+        return 2
+    except Exception as err:
+        line = option_problem(err)
+        if line is None:
+            raise
+        print(f"drafts {args.command}: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"drafts {args.command}: interrupted", file=sys.stderr)
