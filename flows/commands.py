@@ -186,7 +186,8 @@ def run_validate(args: argparse.Namespace) -> int:
     _embedded_api_defaults()
     from flows.validate import validate_flow
 
-    summary = validate_flow(
+    state = validate_flow(
+        return_state=True,
         files=[str(f) for f in args.files],
         out_dir=str(args.out),
         dm_min=args.dm_min,
@@ -199,6 +200,9 @@ def run_validate(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         delay_fault=args.inject_fault,
     )
+    summary = state.result(raise_on_failure=False)
+    if isinstance(summary, BaseException):  # an error, not a failed check
+        raise summary
     for line in summary["verdict"]:
         print(line)
     print(f"validation {'PASS' if summary['passed'] else 'FAIL'}: {summary['reports']['html']}")

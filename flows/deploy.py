@@ -191,6 +191,43 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
     return params
 
 
+#: Flow parameters that name files or directories (made absolute before a run is created).
+PATH_PARAMETERS = ("path", "out_dir", "incoming", "files")
+
+
+def absolute_paths(parameters: dict[str, Any], cwd: str | os.PathLike[str] | None = None) -> dict:
+    """``parameters`` with every path parameter (:data:`PATH_PARAMETERS`) made absolute
+    against ``cwd`` (default: the current directory). A worker runs flows in a temporary
+    directory of its own, where a relative path would silently lose the outputs."""
+    base = Path(cwd) if cwd else Path.cwd()
+    out = dict(parameters)
+    for key in PATH_PARAMETERS:
+        value = out.get(key)
+        if isinstance(value, str):
+            out[key] = str((base / value).resolve())
+        elif isinstance(value, list):
+            out[key] = [str((base / v).resolve()) if isinstance(v, str) else v for v in value]
+    return out
+
+
+def check_run_paths(**paths: str | list[str]) -> None:
+    """Refuse relative paths in a flow run started from a deployment (its worker's working
+    directory is a temporary one, deleted after the run): one clear error naming them."""
+    from prefect.context import get_run_context
+
+    run = getattr(get_run_context(), "flow_run", None)
+    if run is None or run.deployment_id is None:
+        return
+    relative = [f"{name}={value!r}" for name, values in paths.items()
+                for value in ([values] if isinstance(values, str) else values)
+                if not Path(value).is_absolute()]  # fmt: skip
+    if relative:
+        raise DraftsError(
+            f"relative path(s) in a deployment run: {', '.join(relative)}; the worker runs in "
+            "a temporary directory, so give absolute paths (drafts trigger makes them so)"
+        )
+
+
 def trigger(deployment: str, parameters: dict[str, Any]) -> str:
     """Start a run of ``deployment`` (``flow-name/deployment-name``); returns the run id.
 
@@ -198,5 +235,5 @@ def trigger(deployment: str, parameters: dict[str, Any]) -> str:
     """
     from prefect.deployments import run_deployment
 
-    flow_run = run_deployment(deployment, parameters=parameters, timeout=0)
+    flow_run = run_deployment(deployment, parameters=absolute_paths(parameters), timeout=0)
     return str(flow_run.id)

@@ -22,6 +22,7 @@ from prefect.context import get_run_context
 
 from drafts_ops import pipeline
 from drafts_ops.perf import PerfReport
+from flows.deploy import check_run_paths
 from flows.options import SearchOptions
 from flows.runners import default_task_runner, runner_name, submit_bounded
 
@@ -123,6 +124,7 @@ def search_flow(
     Returns a small summary: candidate count, output paths, the perf.json path, wall time
     and real-time factor.
     """
+    check_run_paths(path=path, out_dir=out_dir)
     config = options.config()
     result = pipeline.run_search(
         path,

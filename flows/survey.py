@@ -35,6 +35,7 @@ from drafts_ops.survey import (
     survey_lock,
     validate_observation,
 )
+from flows.deploy import check_run_paths
 from flows.options import SearchOptions, SurveyOptions
 from flows.runners import default_task_runner, submit_bounded
 from flows.search import artifact_key, retry_on_io_error
@@ -150,6 +151,7 @@ def survey_flow(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Search the new observations of ``incoming`` into ``out_dir``; returns a summary."""
+    check_run_paths(incoming=incoming, out_dir=out_dir)
     with survey_lock(out_dir, wait=options.wait):
         return _survey(Path(incoming), Path(out_dir), options, search, progress)
 

@@ -15,10 +15,12 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.states import Failed
 
 from drafts_ops.validation import stages
 from drafts_ops.validation.config import DelayFault, ValidationConfig
 from drafts_ops.validation.report import to_markdown, write_report
+from flows.deploy import check_run_paths
 
 
 @task(name="validation-plan", cache_policy=NO_CACHE)
@@ -107,6 +109,7 @@ def validate_flow(  # noqa: PLR0917 (flow parameters, also passed by keyword)
     purpose (self-test: the report must fail and locate it). Returns ``passed``, the
     report paths and the verdict lines.
     """
+    check_run_paths(files=files, out_dir=out_dir)
     config = make_config(dm_min=dm_min, dm_max=dm_max, dm_step=dm_step, algorithms=algorithms,
                          backend=backend, block_size=block_size, max_samples=max_samples,
                          repeats=repeats, delay_fault=delay_fault)  # fmt: skip
@@ -120,8 +123,11 @@ def validate_flow(  # noqa: PLR0917 (flow parameters, also passed by keyword)
     paths = report_task(results, config, out_dir)
     passed = all(r.passed for r in results)
     get_run_logger().info("validation %s: %s", "PASS" if passed else "FAIL", paths["html"])
-    return {
+    summary = {
         "passed": passed,
         "reports": paths,
         "verdict": [str(line) for r in results for line in r.verdict],
     }
+    if not passed:  # the run ends Failed (alerts on run state fire); the report is written
+        return Failed(message=f"validation FAIL: {paths['html']}", data=summary)
+    return summary

@@ -83,3 +83,18 @@ def test_search_and_survey_commands(prefect_harness, tmp_path: Path, capsys) -> 
         main(["survey", str(incoming), "--out", str(tmp_path / "v"), "--settle-s=0", *flags]) == 0
     )
     assert "1 searched, 0 skipped" in capsys.readouterr().out
+
+
+def test_trigger_paths_are_made_absolute(tmp_path) -> None:
+    from flows.deploy import absolute_paths, parse_params
+
+    params = parse_params(["path=obs/x.fil", "out_dir=rel-out/x", "options.dm_max=500"])
+    fixed = absolute_paths(params, cwd=tmp_path)
+    assert fixed["path"] == str(tmp_path / "obs" / "x.fil")
+    assert fixed["out_dir"] == str(tmp_path / "rel-out" / "x")
+    assert fixed["options"] == {"dm_max": 500}  # not a path: untouched
+    assert absolute_paths({"files": ["a.fil", "/abs/b.fil"]}, cwd=tmp_path)["files"] == [
+        str(tmp_path / "a.fil"),
+        "/abs/b.fil",
+    ]
+    assert absolute_paths({"incoming": "/data/in"})["incoming"] == "/data/in"

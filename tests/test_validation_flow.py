@@ -48,8 +48,11 @@ def test_validate_command_report_artifact_and_exit_codes(
 
 
 def test_flow_returns_summary(prefect_harness, sim_file, tmp_path) -> None:
-    summary = validate_flow([str(sim_file)], str(tmp_path), dm_max=300.0, block_size=700,
-                            algorithms=["brute"], delay_fault="4,9,-1")  # fmt: skip
+    state = validate_flow([str(sim_file)], str(tmp_path), dm_max=300.0, block_size=700,
+                          algorithms=["brute"], delay_fault="4,9,-1",
+                          return_state=True)  # fmt: skip
+    assert state.is_failed()  # a failing check fails the run (alerts on run state fire)
+    summary = state.result(raise_on_failure=False)
     assert summary["passed"] is False
     assert {Path(p).name for p in summary["reports"].values()} == {
         "validation.html",
