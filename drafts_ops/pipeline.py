@@ -590,10 +590,10 @@ def classify_candidates(
 
         classifier = load_classifier()
     ft, dt = load_cutouts(cutouts)
-    return [
-        cand.replace(classifier_prob=float(classifier.predict(ft[i], dt[i])))
-        for i, cand in enumerate(candidates)
-    ]
+    threshold = plan.config.classifier_threshold
+    probs = [float(classifier.predict(ft[i], dt[i])) for i in range(len(candidates))]
+    return [cand.replace(classifier_prob=p, is_burst=p >= threshold)
+            for cand, p in zip(candidates, probs, strict=True)]  # fmt: skip
 
 
 def write_outputs(

@@ -169,6 +169,12 @@ def quarantine(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], re
     return reason_file
 
 
+def count_bursts(path: str | os.PathLike[str]) -> int:
+    """Rows of a candidates CSV whose ``is_burst`` column says True (the classifier's call)."""
+    with Path(path).open(newline="", encoding="utf-8") as fh:
+        return sum(row.get("is_burst") == "True" for row in csv.DictReader(fh))
+
+
 def merge_candidate_files(
     files: Iterable[tuple[str, Path]], out_dir: str | os.PathLike[str]
 ) -> tuple[Path, int]:

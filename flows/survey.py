@@ -25,6 +25,7 @@ from drafts_ops.ledger import Ledger
 from drafts_ops.pipeline import run_search
 from drafts_ops.survey import (
     SURVEY_SUMMARY,
+    count_bursts,
     file_key,
     file_out_dir,
     merge_candidate_files,
@@ -127,15 +128,16 @@ def _summary_markdown(summary: dict[str, Any]) -> str:
     lines = [
         f"# Survey of `{summary['incoming']}`",
         "",
-        "| files scanned | searched | skipped | done | failed | quarantined | candidates "
-        "(this run) | candidates (total) | wall s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| files scanned | searched | skipped | done | failed | quarantined | unusable "
+        "| candidates (this run) | candidates (total) | bursts (total) | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         f"| {summary['scanned']} | {summary['searched']} | {summary['skipped']} "
         f"| {summary['done']} | {len(summary['failed'])} | {len(summary['quarantined'])} "
-        f"| {summary['candidates_this_run']} | {summary['candidates_total']} "
+        f"| {len(summary['unusable'])} | {summary['candidates_this_run']} "
+        f"| {summary['candidates_total']} | {summary['bursts_total']} "
         f"| {summary['wall_s']:.2f} |",
     ]
-    for kind in ("failed", "quarantined"):
+    for kind in ("failed", "quarantined", "unusable"):
         if summary[kind]:
             lines += ["", f"## {kind.capitalize()}", ""]
             lines += [f"- `{item['file']}`: {item['error']}" for item in summary[kind]]
@@ -200,6 +202,7 @@ def _survey(
 
     done = [(k, out / e.candidates_file) for k, e in ledger.entries.items() if e.status == "done"]
     merged, total = merge_candidate_files(done, out)
+    bursts = count_bursts(merged)
     summary = {
         "incoming": str(root),
         "out_dir": str(out),
@@ -212,6 +215,7 @@ def _survey(
         "vanished": sorted(set(vanished)),
         "candidates_this_run": sum(o.get("candidates", 0) for o in outcomes.values()),
         "candidates_total": total,
+        "bursts_total": bursts,
         "candidates_file": str(merged),
         "ledger": ledger.counts(),
         "wall_s": time.perf_counter() - start,

@@ -98,3 +98,10 @@ def test_trigger_paths_are_made_absolute(tmp_path) -> None:
         "/abs/b.fil",
     ]
     assert absolute_paths({"incoming": "/data/in"})["incoming"] == "/data/in"
+
+
+def test_deployments_leave_the_task_runner_to_the_worker() -> None:
+    """A worker started with DRAFTS_TASK_RUNNER=dask must not be overridden by the YAML."""
+    for spec in load_specs():
+        env = (spec.work_pool.get("job_variables") or {}).get("env") or {}
+        assert not {k for k in env if k.startswith("DRAFTS_")}, spec.name

@@ -188,3 +188,23 @@ def test_real_pulse_in_28fil(real_data, tmp_path):
     with h5py.File(out["h5:0"]) as f:
         assert f["data_freq_time"].shape == (256, 256) and f.attrs["dm"] == best.dm
     print(f"28.fil: {best} in {elapsed:.2f} s, stages {result.timings}")
+
+
+def test_classifier_threshold_decides_is_burst_and_plots(synthetic_fil, tmp_path):
+    from drafts_ops.detect.writers import read_csv
+    from drafts_ops.pipeline import write_outputs
+
+    class Constant:
+        def predict(self, freq_time, dm_time):
+            return 0.7
+
+    for threshold, expected in ((0.6, True), (0.8, False)):
+        cfg = SearchConfig(**{**FAST, "write_plots": True, "classifier_threshold": threshold})
+        plan = plan_search(synthetic_fil, cfg)
+        cands = merge_block_results([search_segment([0], synthetic_fil, plan, tmp_path)], plan)
+        cutouts = make_cutouts(cands, synthetic_fil, plan, tmp_path)
+        scored = classify_candidates(cands, plan, cutouts, classifier=Constant())
+        assert [c.is_burst for c in scored] == [expected] * len(cands)
+        out = write_outputs(scored, synthetic_fil, plan, tmp_path / str(threshold), cutouts)
+        assert any(k.startswith("png:") for k in out) == expected  # PNGs for bursts only
+        assert [c.is_burst for c in read_csv(out["csv"])] == [expected] * len(cands)

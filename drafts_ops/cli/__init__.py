@@ -21,7 +21,9 @@ from drafts_ops import __version__
 from drafts_ops.errors import DraftsError
 
 #: Science sub-commands, in the order ``drafts --help`` lists them.
-COMMAND_MODULES: tuple[str, ...] = ("info", "simulate", "dedisperse", "bench", "train", "evaluate")
+COMMAND_MODULES: tuple[str, ...] = (
+    "info", "simulate", "dedisperse", "bench", "train", "evaluate", "inject",
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -42,6 +42,8 @@ class Candidate:
         Score of the neural detector, when it ran.
     classifier_prob : float or None
         Burst probability from the neural classifier, when it ran.
+    is_burst : bool or None
+        ``classifier_prob >= classifier_threshold`` of the search, when classified.
     beam : int
         Beam number.
     file : str
@@ -60,6 +62,7 @@ class Candidate:
     last_sample: int = -1
     detector_score: float | None = None
     classifier_prob: float | None = None
+    is_burst: bool | None = None
     beam: int = 0
     file: str = ""
 

@@ -57,6 +57,8 @@ def read_csv(path: str | Path) -> list[Candidate]:
             values.update({k: float(row[k]) for k in _FLOAT_FIELDS})
             for k in _OPTIONAL:
                 values[k] = float(row[k]) if row.get(k) else None
+            flag = row.get("is_burst", "")
+            values["is_burst"] = None if flag == "" else flag == "True"
             out.append(Candidate(file=row["file"], **values))
     except (OSError, KeyError, ValueError, TypeError) as err:
         raise ObservationError(path, f"not a drafts-ops candidates.csv: {err}") from None
