@@ -11,6 +11,7 @@ into another candidate, or below the threshold.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -72,8 +73,8 @@ class InjectionPlan:
                 f"(sweep {float(sweeps.max()):.2f} s); lower the DM range"
             )
         slot = usable / self.n_bursts
-        starts = 0.025 * header.tobs + slot * (np.arange(self.n_bursts) + rng.uniform(0.2, 0.8,
-                                                                                   self.n_bursts))  # fmt: skip
+        jitter = rng.uniform(0.2, 0.8, self.n_bursts)
+        starts = 0.025 * header.tobs + slot * (np.arange(self.n_bursts) + jitter)
         widths = np.exp(rng.uniform(*np.log(self.width_s), self.n_bursts))
         snrs = rng.uniform(*self.snr, self.n_bursts)
         return [BurstSpec(t_s=float(t), dm=float(d), snr=float(s), width_s=float(w))
@@ -107,13 +108,13 @@ def inject_file(path: str | Path, out_path: str | Path, plan: InjectionPlan,
         scale = rms.astype(np.float32)[:, None]
 
         def blocks() -> Iterator[np.ndarray]:
-            for start, block in reader.iter_blocks(block_nsamp):
-                n = block.shape[1]
+            for start, data in reader.iter_blocks(block_nsamp):
+                n = data.shape[1]
                 for burst in rendered:
                     lo, hi = burst.span
                     if hi > start and lo < start + n:
-                        block += burst.dense(start, n) * scale
-                yield block
+                        data += burst.dense(start, n) * scale
+                yield data
 
         out = write_observation(Path(out_path), header.replace(nifs=1), blocks())
     rows = [{"kind": "burst", "tcand_s": r.spec.t_s, "dm": r.spec.dm, "width_s": r.spec.width_s,
@@ -139,7 +140,7 @@ class Completeness:
     def table(self, key: str, edges: Sequence[float]) -> list[dict[str, Any]]:
         """Recall per bin of ``key`` (``snr``, ``dm``, ``width_ms``)."""
         rows = []
-        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        for lo, hi in itertools.pairwise(edges):
             inside = [b for b in self.bursts if lo <= b[key] < hi]
             if inside:
                 found = sum(b["found"] for b in inside)
@@ -204,7 +205,8 @@ def write_report(report: Completeness, out_dir: str | Path) -> dict[str, Path]:
     doc = {**asdict(report), "recall": report.recall,
            "by_snr": report.table("snr", SNR_BINS),
            "by_dm": report.table("dm", _edges(report, "dm", 5)),
-           "by_width_ms": report.table("width_ms", _edges(report, "width_ms", 4, log=True))}  # fmt: skip
+           "by_width_ms": report.table("width_ms",
+                                       _edges(report, "width_ms", 4, log=True))}  # fmt: skip
     paths = {"json": write_json_atomic(out / "completeness.json", doc)}
     paths["md"] = write_text_atomic(out / "completeness.md", _markdown(report, doc))
     paths["png"] = _plot(doc, out / "completeness.png")
