@@ -113,7 +113,7 @@ def inject_file(path: str | Path, out_path: str | Path, plan: InjectionPlan,
                 for burst in rendered:
                     lo, hi = burst.span
                     if hi > start and lo < start + n:
-                        data += burst.dense(start, n) * scale
+                        np.add(data, burst.dense(start, n) * scale, out=data)
                 yield data
 
         out = write_observation(Path(out_path), header.replace(nifs=1), blocks())
