@@ -250,3 +250,51 @@ def test_rerun_replaces_products_and_marks_completion(tmp_path):
     assert not is_complete(out)  # a reader can tell
     run_search(src, out, cfg, keep_intermediates=True)
     assert (out / "work").is_dir() and is_complete(out)
+
+
+# -- kill -9 ------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_kill_9_mid_survey_then_rerun_equals_an_uninterrupted_run(prefect_harness, tmp_path):
+    """A real SIGKILL of `drafts survey` (its whole process group) after the first file is
+    done; the rerun then gives exactly the candidates of an uninterrupted survey."""
+    from prefect.settings import PREFECT_API_URL
+
+    incoming = _incoming(tmp_path, ("a.fil", "b.fil", "c.fil"))
+    out, reference = tmp_path / "killed", tmp_path / "reference"
+    flags = ["--settle-s=0", "--max-files=1", "--no-progress", "--no-classify", "--no-write-h5",
+             "--no-write-plots", *(f"--{k.replace('_', '-')}={SEARCH[k]}" for k in
+                                   ("dm_max", "block_size", "snr_threshold"))]  # fmt: skip
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "drafts_ops", "survey", str(incoming), "--out", str(out), *flags],
+        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                states = Ledger.load(out).counts()
+            except Exception:
+                states = {}
+            if states.get("done", 0) >= 1:
+                break
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    killed_states = Ledger.load(out).counts()
+    assert killed_states.get("done", 0) < 3, "the survey finished before it could be killed"
+    rerun = survey_flow(str(incoming), str(out), **OPTIONS)
+    assert rerun["done"] == 3 - killed_states.get("done", 0)
+    survey_flow(str(incoming), str(reference), **OPTIONS)
+
+    def rows(d):
+        keep = ("key", "tcand_s", "dm", "snr", "width_samples")
+        text = (d / "survey_candidates.csv").read_text().splitlines()
+        head = text[0].split(",")
+        return sorted(tuple(r.split(",")[head.index(k)] for k in keep) for r in text[1:])
+
+    assert rows(out) == rows(reference) and rows(out)  # nothing lost, nothing duplicated
+    assert Ledger.load(out).counts() == {"done": 3}
