@@ -36,6 +36,55 @@ def _embedded_api_defaults() -> None:
     )
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
+    _embedded_server_dies_with_us()
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
+    """In a child process: ask Linux for SIGTERM when the parent dies (PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))
+    except (OSError, AttributeError):
+        pass
+
+
+def _embedded_server_dies_with_us() -> None:
+    """Make Prefect's temporary API server (a uvicorn subprocess) end with this process.
+
+    Prefect stops it at exit (atexit), which a SIGKILL or an unhandled SIGTERM skip: the
+    server was then left running for good. On Linux the child now gets SIGTERM when we
+    die, however we die; SIGTERM and SIGHUP to us exit through the normal path (atexit).
+    """
+    import signal
+    import subprocess
+
+    from prefect.server.api import server
+
+    cls = server.SubprocessASGIServer
+    if getattr(cls, "_drafts_patched", False):
+        return
+    original = cls._run_uvicorn_command
+
+    def run_uvicorn(self):
+        real_popen = subprocess.Popen
+
+        def popen(*args, **kwargs):
+            if sys.platform.startswith("linux"):
+                kwargs.setdefault("preexec_fn", _die_with_parent)
+            return real_popen(*args, **kwargs)
+
+        server.subprocess.Popen = popen
+        try:
+            return original(self)
+        finally:
+            server.subprocess.Popen = real_popen
+
+    cls._run_uvicorn_command = run_uvicorn
+    cls._drafts_patched = True
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
 
 
 def _add_runner_arguments(parser: argparse.ArgumentParser) -> None:

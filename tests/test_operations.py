@@ -298,3 +298,63 @@ def test_kill_9_mid_survey_then_rerun_equals_an_uninterrupted_run(prefect_harnes
 
     assert rows(out) == rows(reference) and rows(out)  # nothing lost, nothing duplicated
     assert Ledger.load(out).counts() == {"done": 3}
+
+
+def _children(pid: int) -> dict[int, str]:
+    """Processes whose parent is ``pid``: {pid: command line} (from /proc)."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out[int(entry.name)] = cmd
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux")
+def test_embedded_server_ends_with_a_killed_search(prefect_harness, tmp_path):
+    import sqlite3
+
+    from prefect.settings import PREFECT_API_DATABASE_CONNECTION_URL
+
+    source = PREFECT_API_DATABASE_CONNECTION_URL.value().split(":///", 1)[1]
+    db = tmp_path / "api.db"  # a migrated copy: the server starts in seconds
+    with sqlite3.connect(source) as src, sqlite3.connect(db) as dst:
+        src.backup(dst)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(tmp_path / "home"),
+               PREFECT_API_DATABASE_CONNECTION_URL=f"sqlite+aiosqlite:///{db}")  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "drafts_ops", "search", "--demo", "--out", str(tmp_path / "o")],
+        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    server = {}
+    deadline = time.time() + 120
+    while time.time() < deadline and not server and proc.poll() is None:
+        server = {p: c for p, c in _children(proc.pid).items() if "uvicorn" in c}
+        time.sleep(0.05)
+    proc.kill()  # SIGKILL: no atexit, no signal handler
+    proc.wait()
+    assert server, "the search never started its embedded server"
+    (pid,) = server
+    deadline = time.time() + 30
+    while time.time() < deadline and Path(f"/proc/{pid}").exists():
+        try:
+            if (Path(f"/proc/{pid}") / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break  # exited; a zombie until init reaps it
+        except OSError:
+            break
+        time.sleep(0.1)
+    alive = Path(f"/proc/{pid}").exists()
+    if alive:
+        state = (Path(f"/proc/{pid}") / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        alive = state != "Z"
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, "the embedded server outlived the killed search"
