@@ -41,13 +41,12 @@ def _embedded_api_defaults() -> None:
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
     """In a child process: ask Linux for SIGTERM when the parent dies (PR_SET_PDEATHSIG)."""
+    import contextlib
     import ctypes
     import signal
 
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))
-    except (OSError, AttributeError):
-        pass
 
 
 def _embedded_server_dies_with_us() -> None:
