@@ -73,6 +73,7 @@ class Ledger:
 
     path: Path
     entries: dict[str, Entry] = field(default_factory=dict)
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -86,9 +87,10 @@ class Ledger:
             if doc.get("schema") != SCHEMA or doc.get("schema_version") != SCHEMA_VERSION:
                 raise ValueError(f"schema {doc.get('schema')!r} v{doc.get('schema_version')!r}")
             entries = {key: Entry(**value) for key, value in doc["files"].items()}
+            groups = dict(doc.get("groups") or {})
         except (OSError, ValueError, TypeError, KeyError) as err:
             raise DraftsError(f"{path}: unreadable survey ledger ({err})") from None
-        return cls(path, entries)
+        return cls(path, entries, groups)
 
     def needs_search(self, key: str, path: Path, max_attempts: int | None = None) -> bool:
         """True unless ``key`` is in a final state (or failed ``max_attempts`` times) with
@@ -125,6 +127,13 @@ class Ledger:
             self._save()
         return entry
 
+    def record_group(self, group: str, summary: dict[str, Any]) -> None:
+        """Record the coincidence outcome of a beam group (recomputed on every run from
+        the group's finished files, so a crash can neither lose nor duplicate it)."""
+        with self._lock:
+            self.groups[group] = {**summary, "updated_utc": _now()}
+            self._save()
+
     def forget(self, key: str) -> None:
         """Drop ``key`` (its file disappeared before it could be searched)."""
         with self._lock:
@@ -140,5 +149,6 @@ class Ledger:
             "schema": SCHEMA,
             "schema_version": SCHEMA_VERSION,
             "files": {key: asdict(e) for key, e in sorted(self.entries.items())},
+            "groups": dict(sorted(self.groups.items())),
         }
         write_json_atomic(self.path, doc)

@@ -201,3 +201,63 @@ def merge_candidate_files(
     writer.writerows(rows)
     path = write_text_atomic(Path(out_dir) / SURVEY_CANDIDATES, buffer.getvalue())
     return path, len(rows)
+
+
+GROUPS_DIR = "groups"
+BEAM_CANDIDATES = "beam_candidates.csv"
+
+
+def coincide_groups(
+    ledger, root: Path, out_dir: str | os.PathLike[str], layout_name: str, pattern: str
+) -> list[dict[str, object]]:
+    """Coincidence of every beam group whose files are done (or partly done).
+
+    Groups files by beam (:func:`drafts_ops.beams.beam_groups`) from the ledger's keys;
+    for each group, reads the finished beams' candidates, runs
+    :func:`~drafts_ops.beams.coincidence`, writes ``OUT/groups/<group>.csv`` and records
+    the group in the ledger. Beams not (yet) searched or broken are listed as missing; the
+    group is processed with the beams that exist. Rebuilds ``OUT/beam_candidates.csv``
+    (every group's candidates with the coincidence columns and a ``group`` column).
+    Returns one summary per group.
+    """
+    from drafts_ops.beams import beam_groups, coincidence, load_layout, write_group
+    from drafts_ops.detect.writers import read_csv
+
+    layout = load_layout(layout_name)
+    out = Path(out_dir)
+    groups = beam_groups(sorted(ledger.entries), pattern)
+    summaries = []
+    merged: list[tuple[str, Path]] = []
+    for group, beams in sorted(groups.items()):
+        done = {b: k for b, k in ((b, Path(p).as_posix()) for b, p in beams.items())
+                if ledger.entries[k].status == "done"}  # fmt: skip
+        if not done:
+            continue
+        per_beam = {b: read_csv(out / ledger.entries[k].candidates_file) for b, k in done.items()}
+        with open_observation(root / next(iter(done.values()))) as reader:
+            freqs = reader.header.chan_freqs
+        result = coincidence(per_beam, layout, freqs, group=group)
+        safe = group.replace("*", "X").replace("/", "__")
+        path = write_group(result, out / GROUPS_DIR / f"{safe}.csv")
+        summary = {**result.summary(), "file": path.relative_to(out).as_posix(),
+                   "beams_not_done": sorted(set(beams) - set(done))}  # fmt: skip
+        ledger.record_group(group, summary)
+        summaries.append(summary)
+        merged.append((group, path))
+    _concatenate(merged, out / BEAM_CANDIDATES, "group")
+    return summaries
+
+
+def _concatenate(files: list[tuple[str, Path]], target: Path, key: str) -> Path:
+    rows: list[dict[str, str]] = []
+    columns: dict[str, None] = {key: None}
+    for name, path in files:
+        with Path(path).open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            columns.update(dict.fromkeys(reader.fieldnames or ()))
+            rows.extend({**row, key: name} for row in reader)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return write_text_atomic(target, buffer.getvalue())

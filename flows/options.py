@@ -153,3 +153,11 @@ class SurveyOptions(_Options):
         3, ge=1, le=100, description="searches of a failing file before it is left alone"
     )
     wait: bool = Field(False, description="wait for another survey of --out to finish")
+    beams: str | None = Field(
+        None,
+        description="beam layout (fast19, parkes13 or a YAML file): coincidence "
+        "across the beams of each pointing, RFI flagged",
+    )
+    beam_pattern: str = Field(
+        r"M(\d{2})", description="regular expression of the beam number in file names"
+    )

@@ -25,6 +25,7 @@ from drafts_ops.ledger import Ledger
 from drafts_ops.pipeline import run_search
 from drafts_ops.survey import (
     SURVEY_SUMMARY,
+    coincide_groups,
     count_bursts,
     file_key,
     file_out_dir,
@@ -114,6 +115,19 @@ def _record(ledger: Ledger, key: str, out: Path, future: Any) -> dict[str, Any]:
     return outcome
 
 
+@task(name="coincidence", cache_policy=NO_CACHE)
+def coincide_task(ledger: Ledger, root: Path, out: Path, layout: str, pattern: str) -> list:
+    """Match the candidates of each beam group across its beams; flag RFI."""
+    summaries = coincide_groups(ledger, root, out, layout, pattern)
+    for s in summaries:
+        get_run_logger().info(
+            "group %s: %d candidates in beams %s -> %d after coincidence (%d flagged RFI)%s",
+            s["group"], s["candidates_before"], s["beams"], s["candidates_after"],
+            s["rfi_flagged"], f"; missing beams {s['missing_beams']}" if s["missing_beams"] else "",
+        )  # fmt: skip
+    return summaries
+
+
 def _by_state(outcomes: dict[str, dict[str, Any]], states: tuple[str, ...]) -> dict[str, list]:
     """``{state: [{"file", "error"}, ...]}`` of the files that ended in each state."""
     return {
@@ -200,6 +214,9 @@ def _survey(
     if bar is not None:
         bar.close()
 
+    groups = []
+    if options.beams:
+        groups = coincide_task(ledger, root, out, options.beams, options.beam_pattern)
     done = [(k, out / e.candidates_file) for k, e in ledger.entries.items() if e.status == "done"]
     merged, total = merge_candidate_files(done, out)
     bursts = count_bursts(merged)
@@ -216,6 +233,7 @@ def _survey(
         "candidates_this_run": sum(o.get("candidates", 0) for o in outcomes.values()),
         "candidates_total": total,
         "bursts_total": bursts,
+        "groups": groups,
         "candidates_file": str(merged),
         "ledger": ledger.counts(),
         "wall_s": time.perf_counter() - start,

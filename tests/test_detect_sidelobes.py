@@ -41,8 +41,9 @@ def test_sidelobe_sign_follows_dedispersion():
         (2, 960, 23, 9.0, 2): False,  # DM 100, early: no
         (7, 1000 - 3 * 41, 64, 8.0, 3): True,  # DM 350, early by 4 lag (within its width)
         (7, 1000 - 8 * 41, 64, 8.0, 3): False,  # far beyond the bow-tie
-        (4, 980, 2, 9.0, 2): False,  # in the cone but narrow: a burst of its own
-        (4, 960, 23, 25.0, 2): False,  # in the cone but far brighter than the response
+        (4, 980, 2, 20.0, 2): False,  # brighter than the response and narrow: its own burst
+        (4, 980, 2, 9.0, 2): True,  # as faint as the response: noise on the sidelobe
+        (4, 960, 23, 30.0, 2): False,  # in the cone but far brighter than the response
     }
     for other, expected in cases.items():
         merged = merge_sidelobes(_clusters([burst, other]), DMS, HEADER.chan_freqs, 1e-3)

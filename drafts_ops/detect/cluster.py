@@ -82,11 +82,13 @@ class Response:
         return dispersion_delay_s(delta, freqs.min(), freqs.max()) / self.tsamp
 
     def explains(self, head: int, giants: Giants, members: np.ndarray) -> np.ndarray:
-        """Which ``members`` the burst at giant ``head`` can have produced (S/N test)."""
+        """Which ``members`` the burst at giant ``head`` can have produced: no brighter than
+        its response at their DM and at least as wide as its smeared pulse (see
+        :func:`plausible_sidelobe`)."""
         smear = self.smear(giants.dm_index[members], int(giants.dm_index[head]))
-        expected = sidelobe_snr(giants.snr[head], giants.width[head], smear, self.max_width,
-                                sweep_density(self.freqs_mhz))  # fmt: skip
-        return giants.snr[members] <= SIDELOBE_SNR_FACTOR * expected + SIDELOBE_SNR_MARGIN
+        return plausible_sidelobe(giants.snr[head], giants.width[head], smear,
+                                  giants.snr[members], giants.width[members], self.max_width,
+                                  sweep_density(self.freqs_mhz))  # fmt: skip
 
 
 def cluster_giants(
@@ -188,10 +190,11 @@ SIDELOBE_SLACK = 8
 #: :data:`SIDELOBE_WIDTH_FRACTION` of the smeared width (capped at the widest boxcar).
 #: Measured on 27 simulated bright bursts (S/N 30-250, widths 0.5-8 ms, DM 100-1000, 256
 #: channels at 512 us, 1200-1500 MHz): the 26 sidelobe clusters in their cones had S/N
-#: 6.5-8.9 against predicted 4-30; every one within 1.0x the prediction + 3 (noise lifts
-#: far-arm sidelobes over the threshold: hence the additive margin); the factor keeps 30%
-#: headroom. Their boxcars were 23-64 samples, all at least a quarter of the smeared width.
-SIDELOBE_SNR_FACTOR = 1.3
+#: 6.5-8.9 against predicted 4-30, every one within 1.0x the prediction + 3 (noise lifts
+#: far-arm sidelobes over the threshold: hence the additive margin); and on 36 simulated
+#: zero-DM impulses (S/N 60-180): their 8995 arm giants within 1.53x + 3 (99 % within
+#: 1.11x). Boxcars of sidelobes: 23-64 samples, at least a quarter of the smeared width.
+SIDELOBE_SNR_FACTOR = 1.6
 SIDELOBE_SNR_MARGIN = 3.0
 SIDELOBE_WIDTH_FRACTION = 0.25
 
@@ -221,6 +224,27 @@ def sidelobe_snr(
     return np.where(smeared <= max_width, fits, wider)
 
 
+def plausible_sidelobe(  # noqa: PLR0917
+    snr0: float, width0: float, smear: np.ndarray, snr: np.ndarray, width: np.ndarray,
+    max_width: int, density: float,
+) -> np.ndarray:  # fmt: skip
+    """Whether detections of ``snr`` and boxcar ``width`` (samples), ``smear`` samples of DM
+    sweep away from a burst of ``snr0`` and ``width0``, can be that burst's own response:
+    S/N within the predicted response (:func:`sidelobe_snr`) plus
+    :data:`SIDELOBE_SNR_MARGIN` (noise on the response itself), or at most
+    :data:`SIDELOBE_SNR_FACTOR` times it plus the margin with a boxcar at least
+    :data:`SIDELOBE_WIDTH_FRACTION` of the smeared width (capped at the widest boxcar): a
+    real burst in the cone of a bright one or of an impulse is brighter, or brighter and
+    narrower, than that response."""
+    expected = sidelobe_snr(snr0, width0, smear, max_width, density)
+    smeared = np.minimum(np.sqrt(float(width0) ** 2 + (np.asarray(smear) / density) ** 2),
+                         max_width)  # fmt: skip
+    snr = np.asarray(snr)
+    within = snr <= expected + SIDELOBE_SNR_MARGIN
+    wide = np.asarray(width) >= SIDELOBE_WIDTH_FRACTION * smeared
+    return within | (wide & (snr <= SIDELOBE_SNR_FACTOR * expected + SIDELOBE_SNR_MARGIN))
+
+
 def sweep_density(freqs_mhz: np.ndarray) -> float:
     """Peak-to-mean density in time of a dispersed pulse's channels over the band.
 
@@ -242,8 +266,6 @@ def merge_sidelobes(
     *,
     slack: float = SIDELOBE_SLACK,
     max_width: int = 64,
-    snr_factor: float = SIDELOBE_SNR_FACTOR,
-    snr_margin: float = SIDELOBE_SNR_MARGIN,
 ) -> Clusters:
     """Fold bow-tie sidelobe clusters into the brighter cluster whose burst made them.
 
@@ -253,7 +275,7 @@ def merge_sidelobes(
     makes it appear early, too low a DM late. A weaker head at ``(t, d)`` is a sidelobe of a
     brighter head at ``(t0, d0)`` when ``t - t0`` lies between ``0`` and ``-D`` within
     ``(w + w0) / 2 + slack`` samples, *and* its S/N is no more than the brighter burst
-    itself produces there (:func:`sidelobe_snr` times ``snr_factor``, plus ``snr_margin``)
+    itself produces there (:func:`plausible_sidelobe`)
     *and* its boxcar is as wide as a smeared pulse's (:data:`SIDELOBE_WIDTH_FRACTION`):
     a distinct burst inside the cone of a brighter one (or of a zero-DM impulse) is
     brighter than that response and stays a candidate of its own. A sidelobe's members,
@@ -273,8 +295,6 @@ def merge_sidelobes(
         Extra tolerance on the time offset, samples.
     max_width : int
         Widest boxcar of the search, samples.
-    snr_factor, snr_margin : float
-        Tolerance on the predicted sidelobe S/N (factor, then additive).
     """
     n = len(clusters)
     if n < 2:
@@ -301,11 +321,9 @@ def merge_sidelobes(
         lo, hi = np.minimum(0.0, -early), np.maximum(0.0, -early)
         tol = 0.5 * (w[rest] + w[i]) + slack
         offset = t[rest] - t[i]
-        expected = sidelobe_snr(heads.snr[i], w[i], np.abs(early), max_width, density)
-        smeared = np.minimum(np.sqrt(w[i] ** 2 + early**2), max_width)
-        plausible = (heads.snr[rest] <= np.minimum(snr_factor * expected + snr_margin,
-                                                   heads.snr[i]))  # fmt: skip
-        plausible &= w[rest] >= SIDELOBE_WIDTH_FRACTION * smeared
+        plausible = plausible_sidelobe(heads.snr[i], w[i], np.abs(early), heads.snr[rest],
+                                       w[rest], max_width, density)  # fmt: skip
+        plausible &= heads.snr[rest] <= heads.snr[i]
         side = rest[(offset >= lo - tol) & (offset <= hi + tol) & plausible]
         if side.size == 0:
             continue

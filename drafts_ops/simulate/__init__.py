@@ -16,7 +16,12 @@ from __future__ import annotations
 from drafts_ops.simulate.burst import BurstSpec, RenderedBurst, burst_signal
 from drafts_ops.simulate.config import SimulationConfig, demo_config, random_bursts
 from drafts_ops.simulate.noise import NoiseModel, bandpass_gain
-from drafts_ops.simulate.observation import Simulation, simulate_array, write_simulation
+from drafts_ops.simulate.observation import (
+    Simulation,
+    simulate_array,
+    write_multibeam,
+    write_simulation,
+)
 from drafts_ops.simulate.rfi import RFI_KINDS, RFISpec
 from drafts_ops.simulate.truth import TRUTH_COLUMNS, read_truth, truth_path
 
@@ -36,5 +41,6 @@ __all__ = [
     "read_truth",
     "simulate_array",
     "truth_path",
+    "write_multibeam",
     "write_simulation",
 ]

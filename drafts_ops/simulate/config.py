@@ -39,6 +39,11 @@ class SimulationConfig:
         Noise at unit gain in file units (default: :data:`NOISE_LEVELS` for ``nbits``).
     tstart : float
         MJD of the first sample; ``source_name`` is written to the header.
+    rfi_seed : int or None
+        Seed of the RFI positions (default: ``seed``); equal in the files of one
+        multi-beam pointing, so that its RFI is the same in every beam.
+    ibeam, nbeams : int
+        Beam number and number of beams, written to the header.
     """
 
     nchans: int = 256
@@ -55,6 +60,9 @@ class SimulationConfig:
     noise_level: tuple[float, float] | None = None
     tstart: float = 60000.0
     source_name: str = "drafts-sim"
+    rfi_seed: int | None = None
+    ibeam: int = 0
+    nbeams: int = 1
     _header: Header = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -72,6 +80,8 @@ class SimulationConfig:
                 tstart=float(self.tstart),
                 source_name=self.source_name,
                 rawdatafile=f"drafts simulate seed={self.seed}",
+                ibeam=int(self.ibeam),
+                nbeams=int(self.nbeams),
             )
         except ObservationError as err:
             raise ParameterError(f"bad simulation: {err.problem}") from None
