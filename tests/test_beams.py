@@ -173,3 +173,21 @@ def test_crash_mid_group_then_rerun_equals_an_uninterrupted_run(
     crashed, clean = _group_rows(tmp_path / "crashed"), _group_rows(tmp_path / "clean")
     assert sorted(map(key, crashed)) == sorted(map(key, clean)) and clean
     assert math.isfinite(float(clean[0]["max_snr"]))
+
+
+def test_simulate_command_writes_one_file_per_beam(tmp_path):
+    import json
+
+    from drafts_ops.cli import main
+    from drafts_ops.io import open_observation
+
+    status = main(["simulate", str(tmp_path / "pt.fil"), "--beams", "parkes13", "--nchans", "32",
+                   "--duration", "1", "--dm", "100", "--snr", "20", "--beam-position", "0.5",
+                   "0", "--quiet"])  # fmt: skip
+    assert status == 0
+    files = sorted(tmp_path.glob("pt_M*_0001.fil"))
+    assert len(files) == 13
+    with open_observation(files[1]) as reader:
+        assert (reader.header.ibeam, reader.header.nbeams) == (2, 13)
+    (source,) = json.loads((tmp_path / "pt.beams.json").read_text())
+    assert source["snr_by_beam"]["1"] == pytest.approx(10.0) == source["snr_by_beam"]["2"]

@@ -75,6 +75,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     burst.add_argument("--n-bursts", type=int, help="add N random bursts (DM 50-1000, S/N 8-30)")
     p.add_argument("--rfi", action="append", default=[], metavar="SPEC", help=_RFI_HELP)
+    p.add_argument("--beams", default=None, metavar="LAYOUT",
+                   help="write one file per beam of LAYOUT (fast19, parkes13 or a YAML file): "
+                   "OUT_M01_0001.fil ..., independent noise, the same RFI in every beam, "
+                   "each burst at --beam-position in the beams' Gaussian responses")  # fmt: skip
+    p.add_argument("--beam-position", type=float, nargs=2, action="append", default=None,
+                   metavar=("X", "Y"), help="sky position of a burst in units of the beam "
+                   "spacing (one per burst; default the centre of beam 1)")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     p.set_defaults(func=run)
 
@@ -189,6 +196,8 @@ def run(args: argparse.Namespace) -> int:
 
     config = build_config(args)
     header = config.header()
+    if args.beams:
+        return _run_multibeam(args, config)
     t0 = time.perf_counter()
     write_simulation(args.out, config, progress=not args.quiet and sys.stderr.isatty())
     elapsed = time.perf_counter() - t0
@@ -202,4 +211,22 @@ def run(args: argparse.Namespace) -> int:
             f"{sum(s.count for s in config.rfi)} RFI signals)",
             file=sys.stderr,
         )
+    return 0
+
+
+def _run_multibeam(args: argparse.Namespace, config) -> int:
+    """``--beams``: one file per beam (see :func:`drafts_ops.simulate.write_multibeam`)."""
+    from drafts_ops.beams import load_layout
+    from drafts_ops.simulate import write_multibeam
+
+    layout = load_layout(args.beams)
+    positions = args.beam_position or [list(layout.positions[layout.beams[0]])]
+    positions = _per_burst("beam-position", positions, len(config.bursts))
+    sources = [(b, float(x), float(y)) for b, (x, y) in zip(config.bursts, positions,
+                                                                strict=True)]  # fmt: skip
+    stem = args.out.name.removesuffix(args.out.suffix)
+    files = write_multibeam(args.out.parent, config, layout, sources, stem=stem)
+    if not args.quiet:
+        print(f"wrote {len(files)} beams {args.out.parent / stem}_M01..M{max(files):02d}_0001.fil "
+              f"and {args.out.parent / stem}.beams.json", file=sys.stderr)  # fmt: skip
     return 0
