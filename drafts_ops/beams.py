@@ -148,15 +148,27 @@ def group_key(path: str | Path, pattern: str = DEFAULT_BEAM_PATTERN) -> str:
     return name[:a] + "*" + name[b:]
 
 
+def header_group(header) -> tuple[str, int] | None:
+    """``(group, beam)`` from a header that says it is one of several beams: the source
+    and the start time (MJD to ~1 s) name the pointing, ``ibeam`` the beam."""
+    if getattr(header, "nbeams", 1) <= 1:
+        return None
+    return f"{header.source_name or 'source'}@MJD{header.tstart:.5f}", int(header.ibeam)
+
+
 def beam_groups(
-    paths: Sequence[str | Path], pattern: str = DEFAULT_BEAM_PATTERN
+    paths: Sequence[str | Path], pattern: str = DEFAULT_BEAM_PATTERN, headers=None
 ) -> dict[str, dict[int, Path]]:
-    """``{group: {beam: path}}`` of files whose names carry a beam number."""
+    """``{group: {beam: path}}``: files whose names carry a beam number (``pattern``), and
+    where names are silent, files whose header has ``nbeams > 1`` (``headers(path)``
+    gives a file's header; see :func:`header_group`)."""
     groups: dict[str, dict[int, Path]] = {}
     for p in paths:
         beam = beam_of(p, pattern)
         if beam is not None:
             groups.setdefault(group_key(p, pattern), {})[beam] = Path(p)
+        elif headers is not None and (found := header_group(headers(p))) is not None:
+            groups.setdefault(found[0], {})[found[1]] = Path(p)
     return groups
 
 

@@ -225,7 +225,15 @@ def coincide_groups(
 
     layout = load_layout(layout_name)
     out = Path(out_dir)
-    groups = beam_groups(sorted(ledger.entries), pattern)
+
+    def header(key: str):
+        try:
+            with open_observation(Path(root) / key) as reader:
+                return reader.header
+        except (OSError, DraftsError):
+            return None
+
+    groups = beam_groups(sorted(ledger.entries), pattern, header)
     summaries = []
     merged: list[tuple[str, Path]] = []
     for group, beams in sorted(groups.items()):

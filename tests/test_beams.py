@@ -191,3 +191,13 @@ def test_simulate_command_writes_one_file_per_beam(tmp_path):
         assert (reader.header.ibeam, reader.header.nbeams) == (2, 13)
     (source,) = json.loads((tmp_path / "pt.beams.json").read_text())
     assert source["snr_by_beam"]["1"] == pytest.approx(10.0) == source["snr_by_beam"]["2"]
+
+
+def test_beam_groups_from_headers_where_names_are_silent():
+    from types import SimpleNamespace
+
+    headers = {f"b{b}.fil": SimpleNamespace(nbeams=13, ibeam=b, source_name="J0000", tstart=60000.1)
+               for b in (1, 2, 3)}  # fmt: skip
+    headers["single.fil"] = SimpleNamespace(nbeams=1, ibeam=0, source_name="x", tstart=1.0)
+    groups = beam_groups(sorted(headers), headers=headers.get)
+    assert groups == {"J0000@MJD60000.10000": {b: Path(f"b{b}.fil") for b in (1, 2, 3)}}

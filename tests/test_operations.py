@@ -256,9 +256,13 @@ def test_rerun_replaces_products_and_marks_completion(tmp_path):
 
 
 @pytest.mark.slow
-def test_kill_9_mid_survey_then_rerun_equals_an_uninterrupted_run(prefect_harness, tmp_path):
-    """A real SIGKILL of `drafts survey` (its whole process group) after the first file is
-    done; the rerun then gives exactly the candidates of an uninterrupted survey."""
+@pytest.mark.parametrize("after_done", [0, 1, 2])
+def test_kill_9_mid_survey_then_rerun_equals_an_uninterrupted_run(
+    prefect_harness, tmp_path, after_done
+):
+    """A real SIGKILL of `drafts survey` (its whole process group) at several points: while
+    the first file is searched, after one and after two files are done; the rerun then
+    gives exactly the candidates of an uninterrupted survey."""
     from prefect.settings import PREFECT_API_URL
 
     incoming = _incoming(tmp_path, ("a.fil", "b.fil", "c.fil"))
@@ -278,7 +282,7 @@ def test_kill_9_mid_survey_then_rerun_equals_an_uninterrupted_run(prefect_harnes
                 states = Ledger.load(out).counts()
             except Exception:
                 states = {}
-            if states.get("done", 0) >= 1:
+            if sum(states.values()) and states.get("done", 0) >= after_done:
                 break
             time.sleep(0.05)
     finally:

@@ -248,6 +248,10 @@ def _check_factor(factor: int, length: int, axis: str) -> int:
 
 #: Samples per channel (strided) from which a block's median and noise are estimated.
 NORM_POINTS = 4096
+#: Samples over which channel statistics and the automatic mask are computed: long blocks
+#: are normalised and masked piece by piece (a drifting or intermittent signal dominates a
+#: channel's kurtosis over seconds, not over a whole minute).
+NORM_CHUNK = 16384
 
 
 def prepare_block(
@@ -266,27 +270,36 @@ def prepare_block(
     The streaming search's preprocessing in one pass over the block, in the block's own
     dtype (uint8 / uint16 / float32, no float64 copy): per channel, median and robust sigma
     from :data:`NORM_POINTS` strided samples; the static ``mask`` or'ed with
-    :func:`auto_mask` and with channels of zero spread; masked channels become 0;
-    optional zero-DM subtraction. Returns the channel mask (True = bad).
+    :func:`auto_mask` and with channels of zero spread, in pieces of :data:`NORM_CHUNK`
+    samples; masked channels become 0; optional zero-DM subtraction. Returns the channels
+    masked in any piece (True = bad).
     """
     x = _as_block_any(data)
     if out.shape[0] != x.shape[0] or out.shape[1] < nvalid or out.dtype != np.float32:
         raise ParameterError(f"prepare_block: out {out.shape} does not fit {x.shape} data")
     nvalid = int(min(nvalid, x.shape[1]))
-    bad = np.zeros(x.shape[0], bool) if mask is None else _check_mask(mask, x.shape[0]).copy()
-    stats = channel_location_scale(x, nvalid, method)
-    if np.any(stats[:, 1] <= 0):  # coarsely quantised channels: fall back to the std
-        std = channel_moments(x, nvalid)[:, 1]
-        stats[:, 1] = np.where(stats[:, 1] > 0, stats[:, 1], std)
-    bad |= stats[:, 1] <= 0
-    if auto and nvalid > 1:
-        bad |= auto_mask(x, threshold, nvalid=nvalid)
-    weight = np.where(bad, 0.0, 1.0 / np.where(stats[:, 1] > 0, stats[:, 1], 1.0))
-    normalise_into(x, nvalid, stats[:, 0], weight, out)
-    if zero_dm and (~bad).any():
-        series = out[~bad, :nvalid].mean(axis=0)
-        out[~bad, :nvalid] -= series
-    return bad
+    static = np.zeros(x.shape[0], bool) if mask is None else _check_mask(mask, x.shape[0])
+    bad_any = static.copy()
+    out[:, nvalid:] = 0.0
+    for a in range(0, nvalid, NORM_CHUNK):  # local statistics: RFI that comes and goes
+        b = nvalid if nvalid - a < 2 * NORM_CHUNK else a + NORM_CHUNK
+        piece = x[:, a:b]
+        stats = channel_location_scale(piece, b - a, method)
+        if np.any(stats[:, 1] <= 0):  # coarsely quantised channels: fall back to the std
+            std = channel_moments(piece, b - a)[:, 1]
+            stats[:, 1] = np.where(stats[:, 1] > 0, stats[:, 1], std)
+        bad = static | (stats[:, 1] <= 0)
+        if auto and b - a > 1:
+            bad |= auto_mask(piece, threshold)
+        weight = np.where(bad, 0.0, 1.0 / np.where(stats[:, 1] > 0, stats[:, 1], 1.0))
+        normalise_into(piece, b - a, stats[:, 0], weight, out[:, a:b])
+        bad_any |= bad
+        if zero_dm and (~bad).any():
+            series = out[~bad, a:b].mean(axis=0)
+            out[~bad, a:b] -= series
+        if b == nvalid:
+            break
+    return bad_any
 
 
 def channel_location_scale(
