@@ -181,12 +181,15 @@ class CoincidenceRules:
 
     Two candidates coincide when their arrival times differ by at most ``time_slack_s``
     plus the larger of their widths plus the sweep of their DM difference across the band,
-    and their DMs by at most ``max(dm_abs, dm_frac * DM)`` pc cm^-3.
+    their DMs by at most ``max(dm_abs, dm_frac * DM)`` pc cm^-3 and their widths by at
+    most a factor ``width_ratio`` (one source seen in two beams has one width; a narrow
+    burst beside the wide smeared ridge of drifting RFI does not coincide with it).
     """
 
     time_slack_s: float = 0.01
     dm_abs: float = 10.0
     dm_frac: float = 0.05
+    width_ratio: float = 4.0
 
 
 @dataclass
@@ -247,7 +250,11 @@ def coincidence(
     """Match candidates across beams; fill each one's coincidence columns and RFI flag.
 
     ``freqs_mhz``: the band (channel frequencies, or ``(fmin, fmax)``) for the sweep of a
-    DM difference. Events are the friends-of-friends closure of coinciding candidates.
+    DM difference. As Heimdall's coincidencer, each candidate counts the beams of the
+    candidates that coincide *with it* (its own included): ``nbeams``, ``beam_mask``,
+    ``primary_beam`` and ``max_snr`` come from those, and so does the RFI flag; chains of
+    coincidences do not spread a flag from a crowd of RFI to a burst next to it. ``event``
+    numbers the friends-of-friends groups of coinciding candidates (for reference).
     """
     rules = rules or CoincidenceRules()
     fmin, fmax = float(np.min(freqs_mhz)), float(np.max(freqs_mhz))
@@ -255,6 +262,7 @@ def coincidence(
     items.sort(key=lambda x: x.candidate.tcand_s)
     n = len(items)
     parent = list(range(n))
+    matches: list[list[int]] = [[i] for i in range(n)]
 
     def root(i: int) -> int:
         while parent[i] != i:
@@ -264,38 +272,42 @@ def coincidence(
 
     t = np.array([x.candidate.tcand_s for x in items])
     widest = max((x.candidate.width_s for x in items), default=0.0)
-    max_sweep = float(dispersion_delay_s(max((x.candidate.dm for x in items), default=0.0),
-                                         fmin, fmax))  # fmt: skip
+    top_dm = max((x.candidate.dm for x in items), default=0.0)
+    reach = rules.time_slack_s + widest + float(
+        dispersion_delay_s(max(rules.dm_abs, rules.dm_frac * top_dm), fmin, fmax)
+    )
     for i in range(n):
         a = items[i].candidate
         j = i + 1
-        while j < n and t[j] - t[i] <= rules.time_slack_s + widest + max_sweep:
+        while j < n and t[j] - t[i] <= reach:
             b = items[j].candidate
             ddm = abs(a.dm - b.dm)
             dm_ok = ddm <= max(rules.dm_abs, rules.dm_frac * max(a.dm, b.dm))
-            if items[j].beam != items[i].beam and dm_ok:
+            narrow, wide = sorted((a.width_s, b.width_s))
+            width_ok = wide <= rules.width_ratio * narrow
+            if items[j].beam != items[i].beam and dm_ok and width_ok:
                 sweep = float(dispersion_delay_s(ddm, fmin, fmax))
                 slack = rules.time_slack_s + max(a.width_s, b.width_s) + sweep
                 if abs(b.tcand_s - a.tcand_s) <= slack:
                     parent[root(j)] = root(i)
+                    matches[i].append(j)
+                    matches[j].append(i)
             j += 1
-    events: dict[int, list[int]] = {}
+    events: dict[int, int] = {}
     for i in range(n):
-        events.setdefault(root(i), []).append(i)
-    for number, members in enumerate(sorted(events.values(), key=lambda m: m[0])):
-        beams = sorted({items[i].beam for i in members})
-        best = max(members, key=lambda i: items[i].candidate.snr)
-        mask = sum(1 << (b - 1) for b in beams)
+        events.setdefault(root(i), len(events))
+    for i, x in enumerate(items):
+        beams = sorted({items[k].beam for k in matches[i]})
+        best = max(matches[i], key=lambda k: items[k].candidate.snr)
         reason = ""
         if len(beams) > layout.max_beams:
             reason = f"seen in {len(beams)} of {len(layout.beams)} beams"
         elif not layout.connected(beams):
             reason = f"seen in beams {', '.join(map(str, beams))}, which are not neighbours"
-        for i in members:
-            x = items[i]
-            x.event, x.nbeams, x.beam_mask = number, len(beams), mask
-            x.primary_beam, x.max_snr = items[best].beam, items[best].candidate.snr
-            x.rfi, x.rfi_reason = bool(reason), reason
+        x.event, x.nbeams = events[root(i)], len(beams)
+        x.beam_mask = sum(1 << (b - 1) for b in beams)
+        x.primary_beam, x.max_snr = items[best].beam, items[best].candidate.snr
+        x.rfi, x.rfi_reason = bool(reason), reason
     present = sorted(per_beam)
     missing = [b for b in layout.beams if b not in per_beam]
     return GroupResult(group, present, missing, items)
