@@ -273,8 +273,10 @@ def coincidence(
     t = np.array([x.candidate.tcand_s for x in items])
     widest = max((x.candidate.width_s for x in items), default=0.0)
     top_dm = max((x.candidate.dm for x in items), default=0.0)
-    reach = rules.time_slack_s + widest + float(
-        dispersion_delay_s(max(rules.dm_abs, rules.dm_frac * top_dm), fmin, fmax)
+    reach = (
+        rules.time_slack_s
+        + widest
+        + float(dispersion_delay_s(max(rules.dm_abs, rules.dm_frac * top_dm), fmin, fmax))
     )
     for i in range(n):
         a = items[i].candidate

@@ -142,14 +142,6 @@ def auto_mask(
     return bad
 
 
-def apply_mask(data: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-    """Copy of ``data`` with masked channels set to 0 (use on normalised data)."""
-    x = _as_block(data).copy()
-    if mask is not None:
-        x[_check_mask(mask, x.shape[0])] = 0
-    return x
-
-
 def zero_dm_subtract(data: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """Subtract the mean over unmasked channels from every sample (Eatough et al. 2009).
 
@@ -211,17 +203,14 @@ def preprocess_block(
     threshold: float = 5.0,
     zero_dm: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Normalise, mask (static ``mask`` or'ed with :func:`auto_mask`), optionally zero-DM.
+    """The search's preprocessing (:func:`prepare_block`) of a whole block into a new array.
 
-    Returns the float32 block and the final channel mask (True = bad).
+    Returns the float32 block and the channel mask (True = bad).
     """
-    x = _as_block(data)
-    bad = np.zeros(x.shape[0], bool) if mask is None else _check_mask(mask, x.shape[0]).copy()
-    if auto:
-        bad |= auto_mask(x, threshold)
-    out = apply_mask(normalise_channels(x, method), bad)
-    if zero_dm:
-        out = zero_dm_subtract(out, bad)
+    x = _as_block_any(data)
+    out = np.empty(x.shape, np.float32)
+    bad = prepare_block(x, x.shape[1], out, method=method, mask=mask, auto=auto,
+                        threshold=threshold, zero_dm=zero_dm)  # fmt: skip
     return out, bad
 
 
