@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from drafts_ops import pipeline
 from drafts_ops.dedisp.modes import Backend, Mode
 from drafts_ops.dedisp.registry import Algorithm
+from drafts_ops.detect.preprocess import NormMethod
 from drafts_ops.pipeline import Detector
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(pipeline.SearchConfig)}
@@ -40,7 +41,12 @@ class _Options(BaseModel):
             help_text = info.description
             if info.default is not None:
                 help_text += f" (default: {info.default})"
-            if kind is bool:
+            if typing.get_origin(info.annotation) is tuple:
+                item = typing.get_args(info.annotation)[0]
+                metavar = name.split("_")[-1].upper()
+                parser.add_argument(flag, dest=name, type=item, nargs="*", default=None,
+                                    metavar=metavar, help=help_text)  # fmt: skip
+            elif kind is bool:
                 parser.add_argument(
                     flag,
                     dest=name,
@@ -121,6 +127,27 @@ class SearchOptions(_Options):
     max_outputs: int = Field(
         _default("max_outputs"), ge=0, description="cap on .h5 files and PNGs per observation"
     )
+    mask_channels: tuple[int, ...] = Field(
+        _default("mask_channels"), description="channels always masked (file order)"
+    )
+    mask_threshold: float = Field(
+        _default("mask_threshold"), gt=0, description="automatic mask threshold, robust sigma"
+    )
+    norm_method: NormMethod = Field(_default("norm_method"), description="channel noise")
+    baseline_s: float = Field(_default("baseline_s"), gt=0, description="baseline window, s")
+    time_link: int = Field(_default("time_link"), ge=0, description="clustering link, samples")
+    dm_link: int = Field(_default("dm_link"), ge=0, description="clustering link, DM trials")
+    width_link: int = Field(_default("width_link"), ge=0, description="clustering link, log2 w")
+    detector_threshold: float = Field(
+        _default("detector_threshold"), ge=0, le=1, description="neural detector score cut"
+    )
+    ml_min_snr: float = Field(
+        _default("ml_min_snr"), ge=0, description="boxcar S/N floor of neural detections"
+    )
+    classifier_threshold: float = Field(
+        _default("classifier_threshold"), ge=0, le=1,
+        description="classifier probability from which a candidate is a burst (is_burst)",
+    )  # fmt: skip
     max_workers: int = Field(
         2, ge=1, le=64, description="segments of blocks searched concurrently on Dask"
     )

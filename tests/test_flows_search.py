@@ -120,3 +120,27 @@ def test_options_reject_unknown_and_bad_values() -> None:
 
 def test_artifact_key_is_valid() -> None:
     assert artifact_key("perf", "/x/My_File.v2.fil", "production") == "perf-my-file-v2-production"
+
+
+def test_every_search_setting_is_an_option() -> None:
+    """SearchOptions (CLI and flows) cover every SearchConfig field, with its default."""
+    import dataclasses
+
+    from drafts_ops.pipeline import SearchConfig
+
+    fields = {f.name: f.default for f in dataclasses.fields(SearchConfig)}
+    options = SearchOptions.model_fields
+    assert set(fields) <= set(options), sorted(set(fields) - set(options))
+    assert {k: options[k].default for k in fields} == fields
+    config = SearchOptions(mask_channels=(3, 4), classifier_threshold=0.8, time_link=4).config()
+    assert (config.mask_channels, config.classifier_threshold, config.time_link) == ((3, 4), 0.8, 4)
+
+
+def test_mask_channels_on_the_command_line(tmp_path) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    SearchOptions.add_arguments(parser)
+    args = parser.parse_args(["--mask-channels", "3", "7", "--ml-min-snr", "6"])
+    options = SearchOptions.from_args(args)
+    assert options.mask_channels == (3, 7) and options.config().ml_min_snr == 6.0
