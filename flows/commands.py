@@ -302,16 +302,27 @@ def add_trigger_parser(sub: argparse._SubParsersAction) -> None:
         "e.g. options.dm_max=500",
     )
     p.add_argument("--json", action="store_true", help="print {'flow_run_id': ...} as JSON")
+    p.add_argument("--wait", action="store_true",
+                   help="follow the run to its end; exit 0: completed, 1: not")  # fmt: skip
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="with --wait: give up after S seconds (exit 3)")  # fmt: skip
     p.set_defaults(func=run_trigger)
 
 
 def run_trigger(args: argparse.Namespace) -> int:
     _embedded_api_defaults()
-    from flows.deploy import parse_params, trigger
+    from flows.deploy import parse_params, trigger, wait_for
 
     run_id = trigger(args.deployment, parse_params(args.param))
-    print(json.dumps({"flow_run_id": run_id}) if args.json else run_id)
-    return 0
+    print(json.dumps({"flow_run_id": run_id}) if args.json else run_id, flush=True)
+    if not args.wait:
+        return 0
+    state = wait_for(run_id, timeout_s=args.timeout)
+    name = state.name if state is not None else "unknown"
+    print(f"{args.deployment} run {run_id}: {name}", file=sys.stderr)
+    if state is None or not state.is_final():
+        return 3
+    return 0 if state.is_completed() else 1
 
 
 #: Sub-command builders this package contributes, in ``drafts --help`` order.

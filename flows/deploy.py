@@ -11,6 +11,7 @@ checkout. A deployment whose flow cannot be imported is skipped and reported.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 from dataclasses import dataclass, field
@@ -233,7 +234,62 @@ def trigger(deployment: str, parameters: dict[str, Any]) -> str:
 
     Does not wait: the run is scheduled on the API and a worker of its pool executes it.
     """
+    from prefect.client.orchestration import get_client
     from prefect.deployments import run_deployment
 
-    flow_run = run_deployment(deployment, parameters=absolute_paths(parameters), timeout=0)
+    with api_errors(deployment):
+        with get_client(sync_client=True) as client:
+            schema = client.read_deployment_by_name(deployment).parameter_openapi_schema or {}
+        known = set(schema.get("properties") or {})
+        unknown = sorted(set(parameters) - known) if known else []
+        if unknown:
+            raise DraftsError(
+                f"{deployment}: unknown parameter(s) {', '.join(unknown)} (it takes "
+                f"{', '.join(sorted(known))})"
+            )
+        flow_run = run_deployment(deployment, parameters=absolute_paths(parameters), timeout=0)
     return str(flow_run.id)
+
+
+def wait_for(flow_run_id: str, *, poll_s: float = 2.0, timeout_s: float | None = None) -> Any:
+    """Follow a flow run until it ends (or ``timeout_s`` passes); returns its last state."""
+    import time
+
+    from prefect.client.orchestration import get_client
+
+    start = time.monotonic()
+    with api_errors(flow_run_id), get_client(sync_client=True) as client:
+        while True:
+            state = client.read_flow_run(flow_run_id).state
+            if state is not None and state.is_final():
+                return state
+            if timeout_s is not None and time.monotonic() - start > timeout_s:
+                return state
+            time.sleep(poll_s)
+
+
+@contextlib.contextmanager
+def api_errors(what: str):
+    """Turn the Prefect API's errors about ``what`` into one clear :class:`DraftsError`:
+    an unknown deployment, a parameter the flow does not take, an unreachable server."""
+    import httpx
+    from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
+
+    try:
+        yield
+    except ObjectNotFound:
+        raise DraftsError(
+            f"{what}: no such deployment or run on the API (deployments are named "
+            "FLOW/DEPLOYMENT, e.g. drafts-search/search; `prefect deployment ls` lists them)"
+        ) from None
+    except PrefectHTTPStatusError as err:
+        detail = err.response.text.strip().replace("\n", " ")[:300]
+        raise DraftsError(f"{what}: the API refused it ({err.response.status_code}): "
+                          f"{detail}") from None  # fmt: skip
+    except (httpx.ConnectError, httpx.ConnectTimeout, ConnectionError, OSError) as err:
+        from prefect.settings import PREFECT_API_URL
+
+        raise DraftsError(
+            f"cannot reach the Prefect API at {PREFECT_API_URL.value() or '(embedded)'}: "
+            f"{err}; set PREFECT_API_URL to a running server"
+        ) from None

@@ -105,3 +105,26 @@ def test_deployments_leave_the_task_runner_to_the_worker() -> None:
     for spec in load_specs():
         env = (spec.work_pool.get("job_variables") or {}).get("env") or {}
         assert not {k for k in env if k.startswith("DRAFTS_")}, spec.name
+
+
+def test_trigger_mistakes_are_one_clear_line(registered, capsys) -> None:
+    assert main(["trigger", "drafts-search/no-such-deployment"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no such deployment" in err[0]
+    argv = ["trigger", "drafts-search/search", "--param", "path=/d/x.fil", "--param"]
+    assert main([*argv, "out_dir=/d/o", "--param", "colour=red"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown parameter(s) colour" in err[0]
+
+
+def test_wait_follows_a_run_to_its_end(registered) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.states import Completed
+
+    from flows.deploy import trigger, wait_for
+
+    run_id = trigger("drafts-search/search", {"path": "/data/x.fil", "out_dir": "/data/o"})
+    assert not wait_for(run_id, poll_s=0.05, timeout_s=0.2).is_final()  # no worker yet
+    with get_client(sync_client=True) as client:
+        client.set_flow_run_state(run_id, Completed(), force=True)
+    assert wait_for(run_id, poll_s=0.05).is_completed()
