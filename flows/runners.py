@@ -60,9 +60,12 @@ def make_task_runner(
     client_kwargs = config.get("client") or {}
     if address:
         return DaskTaskRunner(address=address, client_kwargs=client_kwargs)
+    cluster = dict(config.get("local_cluster") or {})
+    if cluster.get("processes", True):  # TCP between processes: this machine only, unless told
+        cluster.setdefault("host", "127.0.0.1")
     return DaskTaskRunner(
         cluster_class="distributed.LocalCluster",
-        cluster_kwargs=config.get("local_cluster") or {},
+        cluster_kwargs=cluster,
         adapt_kwargs=config.get("adapt") or None,
         client_kwargs=client_kwargs,
     )

@@ -46,3 +46,16 @@ def test_bad_runner_and_config(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("- a list\n")
     with pytest.raises(ParameterError, match="mapping"):
         load_dask_config(tmp_path / "bad.yaml")
+
+
+def test_local_dask_cluster_listens_on_this_machine_only(tmp_path) -> None:
+    from flows.runners import make_task_runner
+
+    config = tmp_path / "dask.yaml"
+    config.write_text("local_cluster: {n_workers: 1, processes: true}\n")
+    runner = make_task_runner("dask", dask_config=config)
+    assert runner.cluster_kwargs["host"] == "127.0.0.1"
+    config.write_text("local_cluster: {processes: true, host: 0.0.0.0}\n")  # told otherwise
+    assert make_task_runner("dask", dask_config=config).cluster_kwargs["host"] == "0.0.0.0"
+    shipped = make_task_runner("dask")  # in-process workers: inproc://, no TCP at all
+    assert shipped.cluster_kwargs["processes"] is False and "host" not in shipped.cluster_kwargs
