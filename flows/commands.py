@@ -272,14 +272,27 @@ def add_deploy_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="deployments to register (all)")
     p.add_argument("--file", type=Path, default=PREFECT_YAML, help="prefect.yaml to read")
+    p.add_argument("--set", action="append", default=[], metavar="NAME.PARAM=VALUE",
+                   help="a deployment parameter, e.g. survey.incoming=/data/in (paths are "
+                   "made absolute; repeatable)")  # fmt: skip
     p.set_defaults(func=run_deploy)
 
 
 def run_deploy(args: argparse.Namespace) -> int:
     _embedded_api_defaults()
-    from flows.deploy import register_deployments
+    from prefect.settings import PREFECT_API_URL
 
-    results = register_deployments(args.file, args.names or None)
+    from flows.deploy import parse_params, register_deployments
+
+    if not PREFECT_API_URL.value():
+        from drafts_ops.errors import ParameterError
+
+        raise ParameterError(
+            "PREFECT_API_URL is not set: deployments would go into a temporary server that "
+            "vanishes when this command ends; point it at your Prefect server "
+            "(e.g. export PREFECT_API_URL=http://127.0.0.1:4200/api)"
+        )
+    results = register_deployments(args.file, args.names or None, parse_params(args.set))
     for name, outcome in results.items():
         print(f"{name}: {outcome}")
     return 0

@@ -138,14 +138,52 @@ def build_deployment(spec: DeploymentSpec) -> Any:
     )
 
 
-def register_deployments(
-    path: str | os.PathLike[str] = PREFECT_YAML, names: list[str] | None = None
-) -> dict[str, str]:
-    """Register the deployments of ``path`` (all, or those in ``names``).
+#: Parameters a scheduled deployment cannot run without (its schedule stays paused until
+#: they are set), by deployment name.
+REQUIRED_FOR_SCHEDULE: dict[str, tuple[str, ...]] = {"survey": ("incoming", "out_dir")}
 
-    Returns, per deployment name, ``"<flow>/<name> <id>"`` or ``"skipped: <reason>"``.
+
+def apply_settings(specs: list[DeploymentSpec], settings: dict[str, Any]) -> list[DeploymentSpec]:
+    """Deployment parameters from ``{name: {param: value}}`` (e.g. from ``--set
+    survey.incoming=/data/in``), paths made absolute; a scheduled deployment missing a
+    required parameter is registered with its schedules paused."""
+    import dataclasses
+
+    names = {s.name for s in specs}
+    unknown = sorted(set(settings) - names)
+    if unknown:
+        raise DraftsError(f"--set: no deployment(s) named {', '.join(unknown)}")
+    out = []
+    for spec in specs:
+        params = absolute_paths({**spec.parameters, **settings.get(spec.name, {})})
+        missing = [k for k in REQUIRED_FOR_SCHEDULE.get(spec.name, ()) if k not in params]
+        schedules = [{**item, "active": item.get("active", True) and not missing}
+                     for item in spec.schedules]  # fmt: skip
+        out.append(dataclasses.replace(spec, parameters=params, schedules=schedules))
+    return out
+
+
+def paused_reason(spec: DeploymentSpec) -> str:
+    """Why ``spec``'s schedules are paused ('' when they are not)."""
+    missing = [k for k in REQUIRED_FOR_SCHEDULE.get(spec.name, ()) if k not in spec.parameters]
+    if not missing or not spec.schedules:
+        return ""
+    flags = " ".join(f"--set {spec.name}.{k}=PATH" for k in missing)
+    return f"schedule PAUSED until {', '.join(missing)} set ({flags})"
+
+
+def register_deployments(
+    path: str | os.PathLike[str] = PREFECT_YAML,
+    names: list[str] | None = None,
+    settings: dict[str, Any] | None = None,
+) -> dict[str, str]:
+    """Register the deployments of ``path`` (all, or those in ``names``), with the
+    parameters of ``settings`` (``{deployment: {parameter: value}}``).
+
+    Returns, per deployment name, ``"<flow>/<name> <id>"`` (plus why its schedule is
+    paused, if it is) or ``"skipped: <reason>"``.
     """
-    specs = load_specs(path)
+    specs = apply_settings(load_specs(path), settings or {})
     unknown = sorted(set(names or ()) - {s.name for s in specs})
     if unknown:
         raise DraftsError(f"{path}: no deployment(s) named {', '.join(unknown)}")
@@ -161,7 +199,10 @@ def register_deployments(
         if spec.work_pool.get("name"):
             ensure_work_pool(spec.work_pool["name"], spec.work_pool.get("type", "process"))
         deployment_id = deployment.apply()
-        results[spec.name] = f"{deployment.flow_name}/{spec.name} {deployment_id}"
+        paused = paused_reason(spec)
+        results[spec.name] = f"{deployment.flow_name}/{spec.name} {deployment_id}" + (
+            f"; {paused}" if paused else ""
+        )
     return results
 
 

@@ -32,7 +32,8 @@ def test_parse_params_nests_dotted_keys_and_decodes_json() -> None:
 
 @pytest.fixture(scope="module")
 def registered(prefect_harness) -> dict[str, str]:
-    return register_deployments()
+    settings = {"survey": {"incoming": "/data/incoming", "out_dir": "/data/survey"}}
+    return register_deployments(settings=settings)
 
 
 def test_survey_deployment_is_registered_with_its_cron_schedule(registered) -> None:
@@ -128,3 +129,31 @@ def test_wait_follows_a_run_to_its_end(registered) -> None:
     with get_client(sync_client=True) as client:
         client.set_flow_run_state(run_id, Completed(), force=True)
     assert wait_for(run_id, poll_s=0.05).is_completed()
+
+
+def test_survey_schedule_is_paused_until_its_directories_are_set(prefect_harness, tmp_path):
+    from prefect.client.orchestration import get_client
+
+    result = register_deployments(names=["survey"])
+    assert "schedule PAUSED until incoming, out_dir set" in result["survey"]
+    with get_client(sync_client=True) as client:
+        survey = client.read_deployment_by_name("drafts-survey/survey")
+    assert not survey.schedules[0].active and survey.parameters == {}
+    with pytest.raises(DraftsError, match="no deployment"):
+        register_deployments(settings={"surveyy": {"incoming": "/x"}})
+    settings = {"survey": {"incoming": "in", "out_dir": "/o"}}
+    result = register_deployments(names=["survey"], settings=settings)
+    with get_client(sync_client=True) as client:
+        survey = client.read_deployment_by_name("drafts-survey/survey")
+    assert survey.schedules[0].active and "PAUSED" not in result["survey"]
+    assert Path(survey.parameters["incoming"]).is_absolute()  # made absolute at registration
+    register_deployments(settings={"survey": {"incoming": "/data/incoming",
+                                              "out_dir": "/data/survey"}})  # fmt: skip
+
+
+def test_deploy_without_an_api_url_is_refused(capsys, monkeypatch) -> None:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: None}):
+        assert main(["deploy"]) == 2
+    assert "PREFECT_API_URL is not set" in capsys.readouterr().err
