@@ -192,7 +192,11 @@ def run_survey(args: argparse.Namespace) -> int:
 
     options, search = SurveyOptions.from_args(args), SearchOptions.from_args(args)
     flow = survey_flow.with_options(task_runner=_runner(args, options.max_files))
-    summary = flow(str(args.incoming), str(args.out), options, search, progress=args.progress)
+    state = flow(str(args.incoming), str(args.out), options, search, progress=args.progress,
+                 return_state=True)  # fmt: skip
+    summary = state.result(raise_on_failure=False)
+    if isinstance(summary, BaseException):  # an error of the survey itself, not of a file
+        raise summary
     print(
         f"{summary['searched']} searched, {summary['skipped']} skipped, "
         f"{len(summary['failed'])} failed, {len(summary['quarantined'])} quarantined, "

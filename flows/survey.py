@@ -18,6 +18,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.states import Failed
 
 from drafts_ops.atomic import write_json_atomic
 from drafts_ops.errors import ObservationError, ParameterError
@@ -252,4 +253,8 @@ def _survey(
         len(summary["quarantined"]),
         total,
     )
+    if summary["failed"]:  # the run ends Failed (alerts fire); all other work is kept
+        names = ", ".join(item["file"] for item in summary["failed"])
+        return Failed(message=f"survey: {len(summary['failed'])} file(s) failed: {names}",
+                      data=summary)  # fmt: skip
     return summary

@@ -124,7 +124,9 @@ def test_failed_file_is_retried_by_the_next_run(
         return real(path, *args, **kwargs)
 
     monkeypatch.setattr(survey_module, "run_search", flaky)
-    first = survey_flow(str(incoming), str(out), **OPTIONS)
+    state = survey_flow(str(incoming), str(out), **OPTIONS, return_state=True)
+    assert state.is_failed()  # a survey with a failed file ends Failed, keeping the rest
+    first = state.result(raise_on_failure=False)
     assert first["failed"] == [{"file": "b.fil", "error": "RuntimeError: disk full"}]
     monkeypatch.setattr(survey_module, "run_search", real)
     second = survey_flow(str(incoming), str(out), **OPTIONS)

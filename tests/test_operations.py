@@ -131,8 +131,10 @@ def test_transient_read_error_is_retried_not_quarantined(prefect_harness, tmp_pa
     monkeypatch.setattr(survey_module, "validate_observation", denied)
     options = {**OPTIONS, "options": SurveyOptions(max_files=1, settle_s=0, max_attempts=2)}
     for attempt in (1, 2):
-        summary = survey_flow(str(incoming), str(out), **options)
-        assert summary["failed"][0]["error"].startswith("cannot read") and attempt
+        state = survey_flow(str(incoming), str(out), **options, return_state=True)
+        summary = state.result(raise_on_failure=False)
+        assert state.is_failed() and attempt
+        assert summary["failed"][0]["error"].startswith("cannot read")
         assert (incoming / "a.fil").exists() and not summary["quarantined"]
     third = survey_flow(str(incoming), str(out), **options)  # given up after 2 attempts
     assert third["searched"] == 0
@@ -157,7 +159,9 @@ def test_full_disk_marks_the_file_failed_and_the_survey_ends_cleanly(
         return real(path, *args, **kwargs)
 
     monkeypatch.setattr(survey_module, "run_search", full)
-    summary = survey_flow(str(incoming), str(out), **OPTIONS)
+    state = survey_flow(str(incoming), str(out), **OPTIONS, return_state=True)
+    assert state.is_failed()
+    summary = state.result(raise_on_failure=False)
     assert summary["done"] == 1
     assert summary["failed"] == [
         {"file": "b.fil", "error": f"cannot write {out / 'x.h5'}: No space left on device"}
