@@ -381,6 +381,8 @@ class BlockBuffers:
     dm_time: np.ndarray | None = None
     snr: np.ndarray | None = None
     width_index: np.ndarray | None = None
+    masked: np.ndarray | None = None  # blocks in which each channel was masked
+    blocks: int = 0
 
     def get(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
         buf = getattr(self, name)
@@ -431,7 +433,12 @@ def search_segment(
     from drafts_ops.dedisp.workspace import default_pool
 
     default_pool.clear()  # the operator's scratch is not needed after the pass
-    name = f"giants_{indices[0]:05d}-{indices[-1]:05d}.npz"
+    span = f"{indices[0]:05d}-{indices[-1]:05d}"
+    if buffers.masked is not None:  # for the report: how often each channel was masked
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+        np.save(Path(work_dir) / f"masked_{span}.npy",
+                np.append(buffers.masked, buffers.blocks))  # fmt: skip
+    name = f"giants_{span}.npz"
     return Giants.concatenate(parts).save(Path(work_dir) / name)
 
 
@@ -450,8 +457,13 @@ def search_block(
         from drafts_ops.detect.preprocess import decimate_mask
 
         mask = decimate_mask(mask, cfg.freq_decimation)
-    prepare_block(data, nreal, prepared, method=cfg.norm_method, mask=mask, auto=cfg.auto_mask,
-                  threshold=cfg.mask_threshold, zero_dm=cfg.zero_dm)  # fmt: skip
+    bad = prepare_block(data, nreal, prepared, method=cfg.norm_method, mask=mask,
+                        auto=cfg.auto_mask, threshold=cfg.mask_threshold,
+                        zero_dm=cfg.zero_dm)  # fmt: skip
+    if buffers.masked is None or buffers.masked.size != bad.size:
+        buffers.masked, buffers.blocks = np.zeros(bad.size, np.int64), 0
+    buffers.masked += bad
+    buffers.blocks += 1
     nout = block.read_len - dm_plan.max_delay
     dm_time = buffers.get("dm_time", (dm_plan.ndm, nout), np.float32)
     _dedisperse(prepared, dm_plan, cfg, out=dm_time)
@@ -699,6 +711,15 @@ class SearchResult:
         }
 
 
+def masked_fraction(work: Path) -> np.ndarray | None:
+    """Share of blocks in which each channel was masked, over every streaming pass."""
+    counts = [np.load(p) for p in sorted(Path(work).glob("masked_*.npy"))]
+    if not counts:
+        return None
+    total = np.sum(counts, axis=0)
+    return total[:-1] / max(int(total[-1]), 1)
+
+
 def observation_size(plan: SearchPlan) -> ObservationSize:
     """Channels, searched samples, sampling time and DM trials of a search plan."""
     return ObservationSize(plan.header.nchans, plan.searched_samples, plan.header.tsamp,
@@ -751,6 +772,12 @@ def run_search(
     }  # fmt: skip
     report = perf.report(run=run, observation=size, candidates=len(candidates))
     report.write(out)
+    from drafts_ops.report import write_search_report
+
+    outputs["report"] = write_search_report(
+        out, plan, candidates=candidates, outputs=outputs, perf=report, cutouts=cutouts,
+        masked=masked_fraction(work),
+    )  # fmt: skip
     if not keep_intermediates:
         shutil.rmtree(work, ignore_errors=True)
     write_manifest(out, [*outputs.values(), out / PERF_FILENAME])
@@ -772,7 +799,8 @@ def search_observation(
 #: the directory holds one finished search; a directory without it is unfinished.
 DONE_FILE = "DONE.json"
 #: What a search writes into its output directory (replaced by the next search there).
-PRODUCTS = ("candidates.csv", "*.cand", "h5", "plots", PERF_FILENAME, WORK_DIR, "blocks")
+PRODUCTS = ("candidates.csv", "*.cand", "h5", "plots", PERF_FILENAME, WORK_DIR, "blocks",
+            "report.html")  # fmt: skip
 
 
 def prepare_output_dir(out: Path) -> None:

@@ -136,4 +136,11 @@ def search_flow(
         keep_intermediates=options.keep_intermediates,
     )
     publish_perf(result.perf, artifact_key("perf", path, config.dedisp_mode))
+    from prefect.artifacts import create_markdown_artifact
+
+    from drafts_ops.report import markdown_summary
+
+    create_markdown_artifact(markdown=markdown_summary(result.candidates, path),
+                             key=artifact_key("search", path),
+                             description=f"drafts-ops search of {path}")  # fmt: skip
     return result.to_dict()

@@ -240,6 +240,9 @@ def _survey(
         "wall_s": time.perf_counter() - start,
     }
     write_json_atomic(out / SURVEY_SUMMARY, summary)
+    from drafts_ops.report import write_survey_index
+
+    summary["index"] = str(write_survey_index(out, ledger, groups))
     create_markdown_artifact(
         markdown=_summary_markdown(summary),
         key=artifact_key("survey", root.name or "root"),
