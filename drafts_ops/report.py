@@ -217,7 +217,8 @@ def write_survey_index(out: Path, ledger: Any, groups: Sequence[Mapping[str, Any
             "<th>state</th><th>candidates</th><th>error</th><th>report</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>")  # fmt: skip
     if groups:
-        body += ("<h2>Beam groups</h2><table class='sortable'><thead><tr><th>group</th>"
-                 "<th>beams</th><th>missing</th><th>candidates</th><th>after coincidence</th>"
-                 "<th>flagged RFI</th></tr></thead><tbody>" + group_rows + "</tbody></table>")  # fmt: skip
+        heads = ("group", "beams", "missing", "candidates", "after coincidence", "flagged RFI")
+        body += ("<h2>Beam groups</h2><table class='sortable'><thead><tr>"
+                 + "".join(f"<th>{h}</th>" for h in heads)
+                 + "</tr></thead><tbody>" + group_rows + "</tbody></table>")  # fmt: skip
     return write_text_atomic(out / INDEX_FILE, _page("drafts-ops survey", body))
