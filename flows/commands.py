@@ -99,11 +99,14 @@ def _add_runner_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _runner(args: argparse.Namespace, max_workers: int):
-    from flows.runners import make_task_runner
+    from flows.runners import check_scheduler, make_task_runner
 
-    return make_task_runner(
+    runner = make_task_runner(
         args.task_runner, max_workers=max_workers, dask_address=args.dask_address
     )
+    if getattr(runner, "address", None):  # an existing cluster: is it there?
+        check_scheduler(runner.address)
+    return runner
 
 
 # -- search ---------------------------------------------------------------------------------

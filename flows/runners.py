@@ -71,6 +71,25 @@ def make_task_runner(
     )
 
 
+def check_scheduler(address: str, timeout_s: float = 5.0) -> None:
+    """One clear error when the Dask scheduler at ``address`` (``tcp://host:port``) does not
+    answer within ``timeout_s`` (instead of a 30 s hang and a long traceback)."""
+    import socket
+    from urllib.parse import urlparse
+
+    parsed = urlparse(address if "://" in address else f"tcp://{address}")
+    if parsed.scheme not in ("tcp", "tls") or parsed.port is None:
+        raise ParameterError(f"Dask scheduler address {address!r}: expected tcp://HOST:PORT")
+    try:
+        with socket.create_connection((parsed.hostname, parsed.port), timeout=timeout_s):
+            pass
+    except OSError as err:
+        raise ParameterError(
+            f"cannot reach the Dask scheduler at {address}: {err.strerror or err}; start it "
+            "(dask scheduler) or fix --dask-address / DRAFTS_DASK_ADDRESS"
+        ) from None
+
+
 def default_task_runner() -> TaskRunner:
     """The runner a flow gets at import: from ``DRAFTS_TASK_RUNNER`` and ``DRAFTS_MAX_WORKERS``."""
     kind = os.environ.get("DRAFTS_TASK_RUNNER", "threads")

@@ -59,3 +59,18 @@ def test_local_dask_cluster_listens_on_this_machine_only(tmp_path) -> None:
     assert make_task_runner("dask", dask_config=config).cluster_kwargs["host"] == "0.0.0.0"
     shipped = make_task_runner("dask")  # in-process workers: inproc://, no TCP at all
     assert shipped.cluster_kwargs["processes"] is False and "host" not in shipped.cluster_kwargs
+
+
+def test_unreachable_dask_scheduler_is_one_clear_line(tmp_path, capsys) -> None:
+    import socket
+
+    from drafts_ops.cli import main
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    status = main(["search", "--demo", "--out", str(tmp_path), "--task-runner", "dask",
+                   "--dask-address", f"tcp://127.0.0.1:{port}"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1
+    assert f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}" in err[0]
