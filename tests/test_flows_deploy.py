@@ -157,3 +157,18 @@ def test_deploy_without_an_api_url_is_refused(capsys, monkeypatch) -> None:
     with temporary_settings(updates={PREFECT_API_URL: None}):
         assert main(["deploy"]) == 2
     assert "PREFECT_API_URL is not set" in capsys.readouterr().err
+
+
+def test_embedded_api_has_telemetry_off_by_default(monkeypatch) -> None:
+    from flows.commands import _embedded_api_defaults
+
+    monkeypatch.delenv("PREFECT_SERVER_ANALYTICS_ENABLED", raising=False)
+    monkeypatch.delenv("DO_NOT_TRACK", raising=False)
+    _embedded_api_defaults()
+    import os
+
+    assert os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] == "false"
+    assert os.environ["DO_NOT_TRACK"] == "1"
+    monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "true")  # a user's choice stays
+    _embedded_api_defaults()
+    assert os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] == "true"
