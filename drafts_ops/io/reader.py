@@ -63,7 +63,7 @@ class ObservationReader(ABC):
         return self.read_block(0, self.header.nsamples, raw=raw)
 
     def iter_blocks(
-        self, nsamp: int, overlap: int = 0, *, raw: bool = False
+        self, nsamp: int, overlap: int = 0, *, raw: bool = False, stop: int | None = None
     ) -> Iterator[tuple[int, np.ndarray]]:
         """Stream the observation in blocks.
 
@@ -72,18 +72,20 @@ class ObservationReader(ABC):
         block starts with. With ``overlap`` equal to the maximum dispersion delay, every
         block dedisperses to exactly ``nsamp`` output samples that tile the file without
         gaps or repeats. Blocks shorter than the overlap plus one are not yielded after the
-        first one (they hold no new output sample).
+        first one (they hold no new output sample). ``stop`` streams only the first ``stop``
+        samples (default: all). The one home of block streaming: the dedispersion stream, the
+        validation report and the injection all read through it.
         """
         if nsamp <= 0:
             raise ParameterError(f"{self.path}: block size must be positive, got {nsamp}")
         if overlap < 0:
             raise ParameterError(f"{self.path}: overlap must be >= 0, got {overlap}")
-        total = self.header.nsamples
+        total = self.header.nsamples if stop is None else min(int(stop), self.header.nsamples)
         start = 0
         while start < total:
             if start > 0 and total - start <= overlap:
                 break
-            yield start, self.read_block(start, nsamp + overlap, raw=raw)
+            yield start, self.read_block(start, min(nsamp + overlap, total - start), raw=raw)
             start += nsamp
 
     def release(self, stop: int) -> None:  # noqa: B027 (optional hook, not abstract)

@@ -191,9 +191,13 @@ def _stream(reader, run: Runner, out: np.ndarray, *, block_size: int, overlap: i
     read_s = dedisp_s = 0.0
     nblocks = 0
     try:
-        for start in range(0, out.shape[1], block_size):
+        blocks = reader.iter_blocks(block_size, overlap, raw=True, stop=total)
+        while True:
             t0 = time.perf_counter()
-            block = reader.read_block(start, min(block_size + overlap, total - start), raw=True)
+            item = next(blocks, None)
+            if item is None:
+                break
+            start, block = item
             t1 = time.perf_counter()
             dmt = run(block)
             dedisp_s += time.perf_counter() - t1
