@@ -9,37 +9,6 @@ import numba as nb
 import numpy as np
 
 
-@nb.njit(
-    "void(float32[:, :], int64[:], float32[:, :], int32[:, :])",
-    parallel=True,
-    cache=True,
-)
-def boxcar_best(series, widths, best_snr, best_width):  # pragma: no cover - compiled
-    """Best boxcar S/N and width per (DM, sample) of unit-noise series.
-
-    ``series`` [ndm, nt] has zero baseline and unit noise. For each width ``w`` the boxcar
-    covering samples ``[t - w // 2, t - w // 2 + w)`` gives ``S/N = sum / sqrt(w)`` at ``t``.
-    ``best_snr`` gets the maximum over widths (-inf where no boxcar fits), ``best_width``
-    the width (samples) reaching it.
-    """
-    ndm, nt = series.shape
-    for d in nb.prange(ndm):
-        csum = np.zeros(nt + 1, dtype=np.float64)
-        for t in range(nt):
-            csum[t + 1] = csum[t] + series[d, t]
-        for t in range(nt):
-            best_snr[d, t] = -np.inf
-            best_width[d, t] = 0
-        for w in widths:
-            half = w // 2
-            norm = 1.0 / math.sqrt(w)
-            for t in range(half, nt - w + half + 1):
-                snr = (csum[t - half + w] - csum[t - half]) * norm
-                if snr > best_snr[d, t]:
-                    best_snr[d, t] = snr
-                    best_width[d, t] = w
-
-
 @nb.njit(parallel=True, cache=True)
 def run_peaks(snr, threshold, lo, hi):  # pragma: no cover - compiled
     """Peaks of runs of samples with ``snr >= threshold``, one per run per DM row.

@@ -1,23 +1,24 @@
 """Classical single-pulse search on DM–time data (Heimdall's stages).
 
-baseline removal → robust noise per DM trial → boxcar matched filter over geometric widths
-→ threshold → "giants" (one peak per run of samples above threshold per DM trial).
+baseline removal → boxcar matched filter over sqrt(2)-spaced widths, each normalised by the
+noise measured on its own output → threshold → "giants" (one peak per run of samples above
+threshold per DM trial), all in one fused kernel per DM trial
+(:func:`drafts_ops.detect.kernels.search_rows`).
 
-S/N follows the Heimdall / PRESTO convention: for a boxcar of ``w`` samples on a series
-with baseline 0 and noise ``sigma`` per sample, ``S/N = sum / (sigma * sqrt(w))``.
+S/N follows the Heimdall / PRESTO convention: in white noise of ``sigma`` per sample, a
+boxcar of ``w`` samples has noise ``sigma * sqrt(w)`` and ``S/N = sum / (sigma *
+sqrt(w))``; measuring each width's noise keeps that meaning in red noise too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 
 from drafts_ops.atomic import atomic_path
-from drafts_ops.detect.kernels import boxcar_best, run_peaks, search_rows
-from drafts_ops.detect.preprocess import NormMethod, robust_location_scale
+from drafts_ops.detect.kernels import run_peaks, search_rows
 from drafts_ops.errors import ObservationError, ParameterError
 
 
@@ -35,55 +36,6 @@ def boxcar_widths(max_width: int) -> np.ndarray:
     steps = int(np.floor(2 * np.log2(top))) + 1
     widths = {round(2 ** (k / 2)) for k in range(steps)} | {top}
     return np.array(sorted(w for w in widths if w <= top), dtype=np.int64)
-
-
-def remove_baseline(series: np.ndarray, window: int) -> np.ndarray:
-    """Subtract a running median of about ``window`` samples from each row (float32).
-
-    The running median is approximated by the medians of consecutive segments of
-    ``window`` samples, linearly interpolated between segment centres (flat beyond the
-    first and last centre): cheap, and robust against the pulses it must not remove.
-    """
-    x = _as_series(series)
-    window = int(window)
-    if window < 1:
-        raise ParameterError(f"baseline window {window} must be >= 1 sample")
-    nt = x.shape[1]
-    nseg = max(1, nt // window)
-    edges = np.linspace(0, nt, nseg + 1).astype(np.int64)
-    medians = np.stack([np.median(x[:, a:b], axis=1) for a, b in pairwise(edges)], axis=1)
-    if nseg == 1:
-        return (x - medians).astype(np.float32)
-    centres = 0.5 * (edges[:-1] + edges[1:] - 1)
-    t = np.clip(np.arange(nt, dtype=np.float64), centres[0], centres[-1])
-    right = np.clip(np.searchsorted(centres, t, side="right"), 1, nseg - 1)
-    frac = (t - centres[right - 1]) / (centres[right] - centres[right - 1])
-    baseline = medians[:, right - 1] * (1.0 - frac) + medians[:, right] * frac
-    return (x - baseline).astype(np.float32)
-
-
-def normalise_series(series: np.ndarray, method: NormMethod = "mad") -> np.ndarray:
-    """Divide each row by its robust noise (MAD or IQR); constant rows become zeros."""
-    x = _as_series(series)
-    _, sigma = robust_location_scale(x, method, axis=1)
-    safe = np.where(sigma > 0, sigma, np.inf).astype(np.float32)
-    return (x / safe[:, None]).astype(np.float32)
-
-
-def boxcar_snr(series: np.ndarray, widths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Best S/N and its width (samples) per (DM, sample) for unit-noise, zero-baseline rows.
-
-    The boxcar of width ``w`` reported at sample ``t`` covers ``[t - w // 2, t - w // 2 + w)``;
-    where no boxcar fits the S/N is ``-inf``.
-    """
-    x = np.ascontiguousarray(_as_series(series))
-    widths = np.ascontiguousarray(widths, dtype=np.int64)
-    if widths.size == 0 or widths.min() < 1 or widths.max() > x.shape[1]:
-        raise ParameterError(f"boxcar widths {widths} must lie in 1..{x.shape[1]} samples")
-    snr = np.empty(x.shape, np.float32)
-    width = np.empty(x.shape, np.int32)
-    boxcar_best(x, widths, snr, width)
-    return snr, width
 
 
 @dataclass(frozen=True, eq=False)
