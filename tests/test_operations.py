@@ -366,3 +366,23 @@ def test_embedded_server_ends_with_a_killed_search(prefect_harness, tmp_path):
     if alive:
         os.kill(pid, signal.SIGKILL)
     assert not alive, "the embedded server outlived the killed search"
+
+
+@pytest.mark.slow
+def test_bad_file_prints_no_task_traceback(prefect_harness, tmp_path):
+    """The orchestrator logs a failed task with its stack; for a user error the console
+    gets one error line and no traceback (``-v`` shows it)."""
+    from prefect.settings import PREFECT_API_URL
+
+    src = Path(__file__).resolve().parent.parent / "data" / "demo.fil"
+    broken = tmp_path / "broken.fil"
+    broken.write_bytes(src.read_bytes()[:-7])  # truncated spectra
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
+    cmd = [sys.executable, "-m", "drafts_ops", "search", str(broken), "--out", str(tmp_path / "o")]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1].startswith("drafts search: error: ")
+    assert "truncated" in done.stderr
+    verbose = subprocess.run([*cmd[:3], "-v", *cmd[3:]], env=env, capture_output=True, text=True,
+                             timeout=300, check=False)  # fmt: skip
+    assert verbose.returncode == 2 and "Traceback" in verbose.stderr
