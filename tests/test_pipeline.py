@@ -208,3 +208,25 @@ def test_classifier_threshold_decides_is_burst_and_plots(synthetic_fil, tmp_path
         out = write_outputs(scored, synthetic_fil, plan, tmp_path / str(threshold), cutouts)
         assert any(k.startswith("png:") for k in out) == expected  # PNGs for bursts only
         assert [c.is_burst for c in read_csv(out["csv"])] == [expected] * len(cands)
+
+
+def test_end_of_the_data_is_searched_at_every_dm_that_fits(tmp_path):
+    """A burst at DM 40 arriving 0.35 s before the end: inside the last max_delay samples of
+    a DM 0-1000 search (whose largest sweep is ~1.3 s), but its own sweep (~50 ms) fits."""
+    rng = np.random.default_rng(9)
+    header = Header(nchans=64, fch1=1500.0, foff=-4.0, tsamp=1e-3, nbits=32, nsamples=4000)
+    data = rng.normal(20.0, 2.0, size=(64, 4000)).astype(np.float32)
+    at = 3650
+    for c, d in enumerate(delay_table(np.array([40.0]), header.chan_freqs, 1e-3)[0]):
+        data[c, at + d : at + d + 3] += 3.0
+    path = write_sigproc(tmp_path / "late.fil", header, data)
+    result = search_observation(path, tmp_path / "out", SearchConfig(dm_max=1000.0, **{
+        k: v for k, v in FAST.items() if k != "dm_max"}, classify=False))  # fmt: skip
+    assert result.plan.max_delay > 4000 - at  # the old end, nsamples - max_delay, excluded it
+    late = [c for c in result.candidates if abs(c.sample - (at + 1)) <= 3]
+    assert late and abs(late[0].dm - 40.0) < 8 and late[0].snr > 10
+
+
+def test_defaults_reach_dm_3000_in_production():
+    cfg = SearchConfig()
+    assert (cfg.dm_max, cfg.dedisp_mode, cfg.algorithm) == (3000.0, "production", "subband")
