@@ -220,6 +220,7 @@ class SearchPlan:
     path: str
     config: SearchConfig
     raw_header: Header
+    files: tuple[str, ...] = ()
     header: Header
     dms: tuple[float, ...]
     max_delay: int
@@ -227,6 +228,11 @@ class SearchPlan:
     block_size: int
     decimation: tuple[int, ...] = ()
     notes: tuple[str, ...] = ()
+
+    @property
+    def source(self) -> str | list[str]:
+        """What to open: the file, or the consecutive files of one observation."""
+        return list(self.files) if len(self.files) > 1 else self.path
 
     def dm_plan(self) -> DMPlan:
         """The DM plan of the searched data (built once per content, then cached)."""
@@ -275,15 +281,17 @@ def _dm_plan_cached(
 MIN_TRIAL_SAMPLES = 256
 
 
-def plan_search(path: PathLike, config: SearchConfig) -> SearchPlan:
+def plan_search(path: PathLike | Sequence[PathLike], config: SearchConfig) -> SearchPlan:
     """Read the header, build the DM plan and split the observation into blocks.
 
     Every sample of the observation is searched: block ``k`` owns ``[k B, (k+1) B)`` and
     the last block is zero-padded, so DM trial ``d`` is searched up to ``nsamples -
     delay(d)``. Trials whose sweep leaves fewer than :data:`MIN_TRIAL_SAMPLES` samples are
-    dropped, and ``notes`` says so.
+    dropped, and ``notes`` says so. ``path`` may be the consecutive files of one observation
+    (a PSRFITS sequence): they are searched as one stream, each boundary once.
     """
-    with open_observation(path) as reader:
+    files = tuple(str(p) for p in path) if isinstance(path, list | tuple) else (str(path),)
+    with open_observation(list(files) if len(files) > 1 else files[0]) as reader:
         raw = reader.header
     header = _searched_header(raw, config)
     full = DMPlan.from_header(
@@ -321,9 +329,10 @@ def plan_search(path: PathLike, config: SearchConfig) -> SearchPlan:
         blocks.append(BlockRange(index, start, stop, read_start, min(want, header.nsamples),
                                  want - read_start))  # fmt: skip
     return SearchPlan(
-        path=str(path),
+        path=files[0],
         config=config,
         raw_header=raw,
+        files=files,
         header=header,
         dms=tuple(float(d) for d in full.dms),
         max_delay=full.max_delay,
@@ -416,7 +425,7 @@ def search_segment(
 
         keep = SearchedSamples.writer(Path(work_dir), plan, indices)
         first = plan.blocks[indices[0]].start
-    with open_observation(path) as reader:
+    with open_observation(plan.source) as reader:
         for i in indices:
             block = plan.blocks[i]
             data = read_searched(reader, plan, block.read_start, block.read_stop)
@@ -567,7 +576,7 @@ def make_cutouts(
     count = cutout_count(candidates, plan.config)
     if count == 0:
         return None
-    with open_observation(path) as reader:
+    with open_observation(plan.source) as reader:
         maker = CutoutMaker(reader, plan, SearchedSamples.find(Path(work_dir), plan))
         pairs = [maker.cutouts(cand) for cand in candidates[:count]]
     target = Path(work_dir) / "cutouts.npz"
@@ -727,7 +736,7 @@ def observation_size(plan: SearchPlan) -> ObservationSize:
 
 
 def run_search(
-    path: PathLike,
+    path: PathLike | Sequence[PathLike],
     out_dir: PathLike,
     config: SearchConfig | None = None,
     *,
@@ -749,24 +758,26 @@ def run_search(
     work = out / WORK_DIR
     perf = PerfRecorder(trace_memory=trace_memory)
     with perf.stage("plan"):
-        plan = runner.stage("plan", plan_search, str(path), config)
+        source = [str(p) for p in path] if isinstance(path, list | tuple) else str(path)
+        plan = runner.stage("plan", plan_search, source, config)
     size = observation_size(plan)
     extent = {"samples": size.nsamples, "cells": size.cells}
     parts = plan.segments(segments)
     with perf.stage("dedisperse_detect", calls=len(plan.blocks), **extent):
-        giants = runner.map("dedisperse_detect", search_segment, parts, str(path), plan,
+        giants = runner.map("dedisperse_detect", search_segment, parts, plan.path, plan,
                             str(work))  # fmt: skip
     with perf.stage("merge", **extent):
         candidates = runner.stage("merge", merge_block_results, giants, plan)
     with perf.stage("cutouts", calls=cutout_count(candidates, config), **extent):
-        cutouts = runner.stage("cutouts", make_cutouts, candidates, str(path), plan, str(work))
+        cutouts = runner.stage("cutouts", make_cutouts, candidates, plan.path, plan, str(work))
     with perf.stage("classify", **extent):
         candidates = runner.stage("classify", classify_candidates, candidates, plan, cutouts)
     with perf.stage("write", **extent):
-        outputs = runner.stage("write", write_outputs, candidates, str(path), plan, str(out),
+        outputs = runner.stage("write", write_outputs, candidates, plan.path, plan, str(out),
                                cutouts)  # fmt: skip
     run = {
-        "file": str(path), "dedisp_mode": config.dedisp_mode, "algorithm": config.algorithm,
+        "file": " ".join(plan.files), "dedisp_mode": config.dedisp_mode,
+        "algorithm": config.algorithm,
         "detector": config.detector, "orchestrator": getattr(runner, "orchestrator", "direct"),
         "task_runner": runner.name, "notes": list(plan.notes),
     }  # fmt: skip
@@ -782,7 +793,7 @@ def run_search(
         shutil.rmtree(work, ignore_errors=True)
     write_manifest(out, [*outputs.values(), out / PERF_FILENAME])
     timings = {s.name: s.wall_s for s in report.stages}
-    return SearchResult(path=Path(path), out_dir=out, candidates=candidates, outputs=outputs,
+    return SearchResult(path=Path(plan.path), out_dir=out, candidates=candidates, outputs=outputs,
                         plan=plan, perf=report, timings=timings)  # fmt: skip
 
 

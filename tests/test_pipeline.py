@@ -230,3 +230,28 @@ def test_end_of_the_data_is_searched_at_every_dm_that_fits(tmp_path):
 def test_defaults_reach_dm_3000_in_production():
     cfg = SearchConfig()
     assert (cfg.dm_max, cfg.dedisp_mode, cfg.algorithm) == (3000.0, "production", "subband")
+
+
+def test_burst_across_a_file_boundary_is_found_once(tmp_path):
+    """Two consecutive PSRFITS files of one observation, searched as one stream: a burst
+    whose sweep crosses the boundary gives one candidate at the right time and DM."""
+    from drafts_ops.io.psrfits import write_psrfits
+
+    rng = np.random.default_rng(21)
+    header = Header(nchans=64, fch1=1500.0, foff=-4.0, tsamp=1e-3, nbits=8, nsamples=8000)
+    data = rng.normal(100.0, 10.0, size=(64, 8000))
+    at = 3900  # arrival at the top of the band; the low channels arrive after 4000
+    for c, d in enumerate(delay_table(np.array([120.0]), header.chan_freqs, 1e-3)[0]):
+        data[c, at + d : at + d + 3] += 25.0
+    data = np.clip(np.rint(data), 0, 255).astype(np.uint8)
+    files = []
+    for k in range(2):
+        part = header.replace(tstart=header.tstart + k * 4000 * 1e-3 / 86400.0, nsamples=4000)
+        files.append(write_psrfits(tmp_path / f"obs_{k}.fits", part,
+                                   data[:, k * 4000 : (k + 1) * 4000], nsblk=500))  # fmt: skip
+    cfg = SearchConfig(dm_max=300.0, block_size=2048, classify=False, write_h5=False,
+                       write_plots=False)  # fmt: skip
+    result = search_observation(files, tmp_path / "out", cfg)
+    assert result.plan.header.nsamples == 8000 and result.plan.files == tuple(map(str, files))
+    near = [c for c in result.candidates if abs(c.sample - (at + 1)) <= 30]
+    assert len(near) == 1 and abs(near[0].dm - 120.0) < 10 and near[0].snr > 15
