@@ -1,0 +1,115 @@
+"""The streaming search builds its plans once, shares no scratch between threads and makes
+each candidate's cutouts once."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from drafts_ops import pipeline
+from drafts_ops.dedisp import subband
+from drafts_ops.dedisp.operator import dedisperse
+from drafts_ops.dedisp.plan import DMPlan, delay_table
+from drafts_ops.dedisp.workspace import WorkspacePool, default_pool
+from drafts_ops.detect.products import CutoutMaker
+from drafts_ops.io.header import Header
+from drafts_ops.io.sigproc import write_sigproc
+
+HEADER = Header(nchans=64, fch1=1500.0, foff=-4.0, tsamp=1e-3, nbits=8, nsamples=12000)
+
+
+@pytest.fixture(scope="module")
+def observation(tmp_path_factory):
+    rng = np.random.default_rng(4)
+    data = rng.normal(100.0, 10.0, size=(64, 12000))
+    for dm, at in ((150.0, 3000), (90.0, 8000)):
+        for c, d in enumerate(delay_table(np.array([dm]), HEADER.chan_freqs, 1e-3)[0]):
+            data[c, at + d : at + d + 3] += 30.0
+    path = tmp_path_factory.mktemp("once") / "obs.fil"
+    return write_sigproc(path, HEADER, np.clip(np.rint(data), 0, 255))
+
+
+def _counting(monkeypatch, owner, name):
+    calls = []
+    real = getattr(owner, name)
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+def test_plans_are_built_once_per_search(observation, tmp_path, monkeypatch):
+    subband._PLAN_CACHE.clear()
+    pipeline._dm_plan_cached.cache_clear()
+    subband_plans = _counting(monkeypatch, subband, "auto_subband_plan")
+    cfg = pipeline.SearchConfig(dm_max=300.0, block_size=1024, classify=False,
+                                write_h5=False, write_plots=False)  # fmt: skip
+    plan = pipeline.plan_search(observation, cfg)
+    assert len(plan.blocks) == 12
+    dm_plans = _counting(monkeypatch, DMPlan, "build")
+    pipeline.search_segment(range(12), observation, plan, tmp_path)
+    pipeline.search_segment(range(12), observation, plan, tmp_path / "again")
+    assert (len(subband_plans), len(dm_plans)) == (1, 1)  # 24 blocks, 2 passes: one each
+
+
+def test_scratch_does_not_grow_with_the_number_of_blocks(observation, tmp_path):
+    cfg = pipeline.SearchConfig(dm_max=300.0, block_size=1024, classify=False,
+                                write_h5=False, write_plots=False)  # fmt: skip
+    plan = pipeline.plan_search(observation, cfg)
+    counts = []
+    for n in (4, 11):  # first, n-2 middle blocks of one shape, and block n - 1
+        before = default_pool.allocations
+        pipeline.search_segment([*range(n - 1), 11], observation, plan, tmp_path / str(n))
+        counts.append(default_pool.allocations - before)
+    assert counts[0] == counts[1]  # reused by every middle block
+
+
+def test_concurrent_calls_get_distinct_scratch():
+    pool = WorkspacePool()
+    got = {}
+    together = threading.Barrier(2)
+
+    def take(name):
+        got[name] = pool.get("scratch", (8, 8), np.float32, token="plan")
+        together.wait(timeout=10)  # both calls in flight at once
+
+    threads = [threading.Thread(target=take, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got[0] is not got[1]
+    assert pool.get("scratch", (8, 8), np.float32, token="plan") is not got[0]  # main thread
+
+
+def test_concurrent_subband_calls_agree_with_serial(rng):
+    freqs = 1500.0 - 4.0 * np.arange(64)
+    plan = DMPlan.build(np.arange(0.0, 300.0, 2.0), freqs, 1e-3)
+    blocks = [rng.normal(size=(64, 6000 + plan.max_delay)).astype(np.float32) for _ in range(4)]
+    serial = [dedisperse(b, plan, algorithm="subband") for b in blocks]
+    results: dict[int, np.ndarray] = {}
+
+    def run(i):
+        for _ in range(3):
+            results[i] = dedisperse(blocks[i], plan, algorithm="subband")
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(4):
+        np.testing.assert_array_equal(results[i], serial[i])
+
+
+def test_cutouts_are_made_once_per_candidate(observation, tmp_path, monkeypatch):
+    made = _counting(monkeypatch, CutoutMaker, "cutouts")
+    cfg = pipeline.SearchConfig(dm_max=300.0, max_outputs=5)  # classify, .h5 and PNGs
+    result = pipeline.run_search(observation, tmp_path, cfg)
+    assert result.candidates and len(made) == len(result.candidates)
+    assert sum(k.startswith("h5:") for k in result.outputs) == min(5, len(result.candidates))
