@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from drafts_ops.cli.common import parse_params  # noqa: F401 (re-exported for the CLI)
 from drafts_ops.errors import DraftsError
 from flows import DEPLOY_DIR
 
@@ -204,33 +205,6 @@ def register_deployments(
             f"; {paused}" if paused else ""
         )
     return results
-
-
-def parse_params(pairs: list[str]) -> dict[str, Any]:
-    """``["k=v", "options.dm_max=500"]`` to a (nested) parameter dict.
-
-    Values are JSON when they parse as JSON (numbers, true/false, null, lists, objects),
-    else strings; a dotted key sets a field of a model parameter (``options.dm_max``).
-    """
-    import json
-
-    params: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise DraftsError(f"--param {pair!r}: expected KEY=VALUE")
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            value = raw
-        *parents, leaf = key.split(".")
-        target = params
-        for part in parents:
-            target = target.setdefault(part, {})
-            if not isinstance(target, dict):
-                raise DraftsError(f"--param {pair!r}: {part} is already a value")
-        target[leaf] = value
-    return params
 
 
 #: Flow parameters that name files or directories (made absolute before a run is created).

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import inspect
+from typing import Any
 
 from drafts_ops.dedisp.modes import BACKENDS
 from drafts_ops.dedisp.plan import DMPlan
+from drafts_ops.errors import ParameterError
 
 #: DM tolerance of the trial spacing rule: DMPlan's default.
 DEFAULT_DM_TOL: float = inspect.signature(DMPlan.from_header).parameters["dm_tol"].default
@@ -63,3 +65,30 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_BLOCK_SIZE,
         help=f"new samples per block (default {DEFAULT_BLOCK_SIZE})",
     )
+
+
+def parse_params(pairs: list[str]) -> dict[str, Any]:
+    """``["k=v", "options.dm_max=500"]`` to a (nested) parameter dict.
+
+    Values are JSON when they parse as JSON (numbers, true/false, null, lists, objects),
+    else strings; a dotted key sets a field of a model parameter (``options.dm_max``).
+    """
+    import json
+
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ParameterError(f"{pair!r}: expected KEY=VALUE")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        *parents, leaf = key.split(".")
+        target = params
+        for part in parents:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise ParameterError(f"{pair!r}: {part} is already a value")
+        target[leaf] = value
+    return params

@@ -35,19 +35,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def search_config(pairs: list[str]):
     """A :class:`~drafts_ops.pipeline.SearchConfig` from ``KEY=VALUE`` strings (JSON values)."""
-    from drafts_ops.errors import ParameterError
+    from drafts_ops.cli.common import parse_params
     from drafts_ops.pipeline import SearchConfig
 
-    values = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep:
-            raise ParameterError(f"--option {pair!r}: expected KEY=VALUE")
-        try:
-            values[key] = json.loads(raw)
-        except ValueError:
-            values[key] = raw
-    return SearchConfig.from_dict(values)
+    return SearchConfig.from_dict(parse_params(pairs))
 
 
 def run(args: argparse.Namespace) -> int:
