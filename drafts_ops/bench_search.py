@@ -76,15 +76,23 @@ class SearchBenchConfig:
         return (f"{self.name}-{self.nchans}ch-{self.tsamp * 1e6:g}us-{self.duration_s:g}s-"
                 f"seed{self.seed}.fil")  # fmt: skip
 
+    @classmethod
+    def from_band(cls, band: str, duration_s: float, **options: Any) -> SearchBenchConfig:
+        """A configuration of the survey band ``band`` (:data:`SURVEY_BANDS`)."""
+        from drafts_ops.simulate.bands import survey_band
 
-#: The survey-sized configurations (FAST 1000-1500 MHz; GBT-like as ../shared 28.fil).
+        b = survey_band(band)
+        return cls(b.name, b.nchans, b.fch1, b.foff, b.tsamp, duration_s,
+                   time_decimation=b.time_decimation, freq_decimation=b.freq_decimation,
+                   **options)  # fmt: skip
+
+
+#: The survey-sized configurations (:data:`drafts_ops.simulate.bands.SURVEY_BANDS`).
 CONFIGS: dict[str, SearchBenchConfig] = {
-    "fast": SearchBenchConfig("fast", 1024, 1500.0 - 500.0 / 2048, -500.0 / 1024,
-                              196.608e-6, 60.0),
-    "fast-raw": SearchBenchConfig("fast-raw", 4096, 1500.0 - 500.0 / 8192, -500.0 / 4096,
-                                  49.152e-6, 30.0, time_decimation=8, freq_decimation=8),
-    "gbt": SearchBenchConfig("gbt", 336, 1465.0, -1.0, 1.26646875e-3, 120.0),
-}  # fmt: skip
+    "fast": SearchBenchConfig.from_band("fast", 60.0),
+    "fast-raw": SearchBenchConfig.from_band("fast-raw", 30.0),
+    "gbt": SearchBenchConfig.from_band("gbt", 120.0),
+}
 
 
 @dataclass

@@ -27,8 +27,7 @@ from drafts_ops.evaluation import (
     Band,
     InjectedBurst,
     match_candidates,
-    match_distance,
-    match_window,
+    miss_reason,
 )
 from drafts_ops.io import open_observation, write_observation
 from drafts_ops.io.header import Header
@@ -169,8 +168,6 @@ def completeness(path: str | Path, out_dir: str | Path, plan: InjectionPlan,
     cands = result.candidates
     matches = match_candidates(truth, cands, band, dms)
     report = Completeness(str(path), str(injected), (float(dms[0]), float(dms[-1])))
-    t = np.array([c.tcand_s for c in cands])
-    dm = np.array([c.dm for c in cands])
     for i, burst in enumerate(truth):
         entry = {"t_s": burst.t_s, "dm": burst.dm, "snr": burst.snr,
                  "width_ms": burst.width_s * 1e3, "found": bool(matches.found[i])}  # fmt: skip
@@ -178,25 +175,9 @@ def completeness(path: str | Path, out_dir: str | Path, plan: InjectionPlan,
             best = cands[int(matches.best[i])]
             entry.update(found_snr=best.snr, found_dm=best.dm, found_t_s=best.tcand_s)
         else:
-            entry["reason"] = _miss_reason(burst, i, band, dms, t, dm, matches.owner, truth)
+            entry["reason"] = miss_reason(burst, i, band, dms, cands, matches.owner, truth)
         report.bursts.append(entry)
     return report
-
-
-def _miss_reason(burst, index, band, dms, t, dm, owner, truth) -> str:  # noqa: PLR0917
-    if not dms[0] <= burst.dm <= dms[-1]:
-        return f"outside the searched DM range {dms[0]:g}-{dms[-1]:.0f} pc cm^-3"
-    if t.size:
-        # widen the window to the burst's own sweep: a candidate of another burst there
-        # took this one's giants (friends-of-friends or sidelobe merging)
-        window = match_window(burst, band, dms)
-        near = match_distance(burst, window, band, t, dm) <= 3.0
-        others = {int(o) for o in owner[near] if o >= 0 and o != index}
-        if others:
-            j = min(others)
-            return (f"merged into the candidate of the burst at t = {truth[j].t_s:.3f} s, "
-                    f"DM {truth[j].dm:.0f}")  # fmt: skip
-    return "below the detection threshold (no candidate near it)"
 
 
 def write_report(report: Completeness, out_dir: str | Path) -> dict[str, Path]:

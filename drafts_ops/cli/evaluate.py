@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Literal, get_args
 
+from drafts_ops.simulate.bands import SURVEY_BANDS
+
 Target = Literal["search"]
 
 
@@ -14,16 +16,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "evaluate",
         help="measure the search end to end on held-out simulated observations",
-        description="Simulate held-out observations (bursts over S/N 6-30; noise with every "
-        "RFI kind), search them as `drafts search` does (classical and both detectors, "
-        "with the classifier) and tabulate recall per injected S/N and false positives "
-        "per minute. Writes DIR/search_evaluation.json and .md.",
+        description="Simulate held-out observations in survey bands (bursts over S/N 6-30, "
+        "DM to 2900, spaced down to 0.2 s, together with every RFI kind in the same files), "
+        "search them as `drafts search` does (classical and both detectors, with the "
+        "classifier) and tabulate recall by injected S/N, DM, width, bandwidth and band, "
+        "and false positives per minute on the same files. Writes "
+        "DIR/search_evaluation.json and .md.",
     )
     p.add_argument("target", choices=get_args(Target), help="what to evaluate")
     p.add_argument(
-        "--minutes", type=float, default=5.0, help="minutes of noise + RFI data (default 5)"
+        "--per-bin", type=int, default=10, help="bursts per S/N bin per band (default 10)"
     )
-    p.add_argument("--per-bin", type=int, default=25, help="bursts per S/N bin (default 25)")
+    p.add_argument(
+        "--bands",
+        nargs="+",
+        default=["fast", "gbt", "fast-raw"],
+        choices=list(SURVEY_BANDS),
+        help="survey bands to simulate (default: fast gbt fast-raw)",
+    )
     p.add_argument("--seed", type=int, default=None, help="seed (default: the held-out seed)")
     p.add_argument("--out", type=Path, default=Path("search-eval"), help="output folder")
     p.add_argument(
@@ -41,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from drafts_ops import evaluation as ev_mod
 
-    kwargs = {"noise_minutes": args.minutes, "per_bin": args.per_bin}
+    kwargs = {"per_bin": args.per_bin, "bands": tuple(args.bands)}
     if args.seed is not None:
         kwargs["seed"] = args.seed
     setup = ev_mod.EvaluationSetup(**kwargs)
