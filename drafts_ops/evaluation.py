@@ -366,6 +366,7 @@ def draw_bursts(setup: EvaluationSetup, band: SurveyBand, rng: np.random.Generat
     snrs = [rng.uniform(lo, hi) for lo, hi in itertools.pairwise(SNR_EDGES)
             for _ in range(setup.per_bin)]  # fmt: skip
     span = band.fmax - band.fmin
+    most_scattering = renderable_scattering_s(band)
     bursts = []
     for snr in rng.permutation(np.array(snrs)):
         scattered = rng.random() < setup.scattered_fraction
@@ -376,7 +377,9 @@ def draw_bursts(setup: EvaluationSetup, band: SurveyBand, rng: np.random.Generat
                 dm=float(rng.uniform(*setup.dm_range)),
                 snr=float(snr),
                 width_s=float(np.exp(rng.uniform(*np.log(setup.width_range_s)))),
-                scattering_s=float(np.exp(rng.uniform(*np.log(setup.scattering_range_s))))
+                scattering_s=min(
+                    float(np.exp(rng.uniform(*np.log(setup.scattering_range_s)))), most_scattering
+                )
                 if scattered
                 else 0.0,
                 spectral_index=float(rng.uniform(*setup.spectral_index_range)),
@@ -387,6 +390,15 @@ def draw_bursts(setup: EvaluationSetup, band: SurveyBand, rng: np.random.Generat
             )
         )
     return bursts
+
+
+def renderable_scattering_s(band: SurveyBand) -> float:
+    """Largest scattering time (s, at the top of the band) whose tail the simulator can
+    render in ``band`` (a quarter of :data:`~drafts_ops.simulate.burst.MAX_FOOTPRINT`)."""
+    from drafts_ops.simulate.burst import MAX_FOOTPRINT, SCATTERING_TAIL
+
+    samples = MAX_FOOTPRINT / 4 / band.nchans
+    return samples * band.tsamp / SCATTERING_TAIL / (band.fmin / band.fmax) ** -4.0
 
 
 def file_rfi(setup: EvaluationSetup, duration_s: float, rng: np.random.Generator) -> tuple:

@@ -117,9 +117,16 @@ class Classifier:
                     f"dm_time {np.shape(dm_time)} does not pair with freq_time {ft.shape}"
                 )
             x_dm = np.stack([pp.prepare_dm_time_cutout(img) for img in dts])[:, None]
-        (prob,) = self._session.run(None, {"freq_time": x_ft, "dm_time": x_dm})
-        prob = np.asarray(prob, dtype=np.float64).reshape(-1)
+        prob = self.predict_prepared(x_ft[:, 0], x_dm[:, 0])
         return float(prob[0]) if single else prob
+
+    def predict_prepared(self, freq_time: np.ndarray, dm_time: np.ndarray) -> np.ndarray:
+        """Probabilities ``[B]`` of already preprocessed inputs ``[B, 64, 64]``
+        (:func:`~drafts_ops.ml.preprocess.prepare_freq_time` / ``prepare_dm_time_cutout``)."""
+        x_ft = np.ascontiguousarray(freq_time, np.float32)[:, None]
+        x_dm = np.ascontiguousarray(dm_time, np.float32)[:, None]
+        (prob,) = self._session.run(None, {"freq_time": x_ft, "dm_time": x_dm})
+        return np.asarray(prob, dtype=np.float64).reshape(-1)
 
 
 class Detector:

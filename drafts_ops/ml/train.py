@@ -198,30 +198,37 @@ def train_detector(
 
 
 def train_classifier(
-    steps: int = 1500,
+    steps: int = 2000,
     seed: int = 0,
     out: str | Path = "models",
     device: str = "cpu",
     *,
     batch_size: int = 32,
-    pool_size: int = 1200,
+    pool_size: int = 3000,
     log: Callable[[str], None] = print,
 ) -> TrainResult:
-    """Train the burst classifier and export ``out/classifier.onnx`` (+ manifest entry)."""
-    from drafts_ops.ml import data
+    """Train the burst classifier on candidates harvested from the search itself
+    (:func:`drafts_ops.ml.harvest.harvest`: the survey bands, bursts and every RFI kind in
+    the same files, the search's own cutouts) and export ``out/classifier.onnx``.
+
+    Batches are half bursts, half negatives; the DM-time input is blanked for
+    :data:`DM_TIME_DROPOUT` of the examples.
+    """
+    from drafts_ops.ml.harvest import balanced_indices, harvest
     from drafts_ops.ml.models import ClassifierNet
 
     torch, dev = _setup(seed, device)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
-    ft, dt, labels = data.classifier_pool(rng, pool_size)
+    pool = harvest(seed, pool_size, log=log)
+    labels = pool.labels
     t_data = time.perf_counter() - t0
     log(
-        f"classifier: {len(labels)} simulated cutouts ({int(labels.sum())} bursts) "
-        f"in {t_data:.1f} s"
+        f"classifier: {len(labels)} search candidates ({int(labels.sum())} bursts) from "
+        f"{pool.files} files, {pool.minutes:.1f} min of data, in {t_data:.1f} s"
     )
-    ft_all = torch.from_numpy(ft[:, None])
-    dt_all = torch.from_numpy(dt[:, None])
+    ft_all = torch.from_numpy(pool.freq_time[:, None].astype(np.float32))
+    dt_all = torch.from_numpy(pool.dm_time[:, None].astype(np.float32))
     y_all = torch.from_numpy(labels.astype(np.float32))
 
     net = ClassifierNet().to(dev)
@@ -230,7 +237,7 @@ def train_classifier(
     lossf = torch.nn.BCEWithLogitsLoss()
 
     def batch_loss():
-        idx = torch.from_numpy(rng.integers(0, len(labels), batch_size))
+        idx = torch.from_numpy(balanced_indices(labels, rng, batch_size))
         keep = torch.from_numpy((rng.random(batch_size) >= DM_TIME_DROPOUT).astype(np.float32))[
             :, None, None, None
         ]

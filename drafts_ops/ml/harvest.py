@@ -1,0 +1,277 @@
+"""Classifier examples harvested from the search itself, in the survey bands.
+
+The classifier sees, in a survey, the cutouts :func:`drafts_ops.pipeline.make_cutouts`
+makes for the candidates the search finds. So its training data are exactly those: seeded
+observations in the survey bands (:data:`HARVEST_BANDS`, each with its decimation), with
+bursts and every RFI kind in the same files (:func:`drafts_ops.evaluation.
+observation_configs`), searched by :func:`~drafts_ops.pipeline.run_search` with the
+classical detector to DM 3000. Each candidate's saved cutouts become one example, labelled
+a burst when it matches an injected burst (:func:`drafts_ops.evaluation.match_candidates`)
+and otherwise a negative of its cause (burst fragment / sidelobe, impulsive, drifting,
+persistent RFI, noise; :func:`drafts_ops.evaluation.fp_cause`).
+
+Training uses seeds 0, 1, ...; :func:`validate_classifier` uses a held-out seed, and
+``drafts evaluate search`` another one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from drafts_ops.ml import preprocess as pp
+
+#: Survey bands of the harvested observations (interleaved, so every band is in any pool).
+HARVEST_BANDS: tuple[str, ...] = ("gbt", "fast", "demo", "fast-raw")
+#: Burst-bearing span of a harvested file, s.
+HARVEST_FILE_S = 20.0
+#: Seed of the classifier's held-out validation pool (training: 0, 1, ...).
+CLASSIFIER_VALIDATION_SEED = 20_261_131
+#: Edges of the reliability-curve bins (predicted probability).
+RELIABILITY_EDGES = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
+
+
+@dataclass
+class CandidatePool:
+    """Preprocessed classifier inputs of harvested candidates and what each one was.
+
+    ``freq_time``/``dm_time``: ``[n, 64, 64]`` (:mod:`drafts_ops.ml.preprocess`);
+    ``labels``: 1 for a burst; ``causes``: ``"burst"`` or the negative's cause; ``snr``:
+    the candidate's search S/N; ``injected_snr``: the matched burst's (NaN for negatives);
+    ``bands``: the survey band of each.
+    """
+
+    freq_time: np.ndarray
+    dm_time: np.ndarray
+    labels: np.ndarray
+    causes: list[str] = field(default_factory=list)
+    snr: np.ndarray = field(default_factory=lambda: np.empty(0))
+    injected_snr: np.ndarray = field(default_factory=lambda: np.empty(0))
+    bands: list[str] = field(default_factory=list)
+    minutes: float = 0.0
+    files: int = 0
+
+    def __len__(self) -> int:
+        return int(self.labels.size)
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[CandidatePool]) -> CandidatePool:
+        empty = np.empty((0, pp.CLASSIFIER_SIZE, pp.CLASSIFIER_SIZE), np.float32)
+        return cls(
+            freq_time=np.concatenate([empty, *(p.freq_time for p in parts)]),
+            dm_time=np.concatenate([empty, *(p.dm_time for p in parts)]),
+            labels=np.concatenate([np.empty(0, np.float32), *(p.labels for p in parts)]),
+            causes=[c for p in parts for c in p.causes],
+            snr=np.concatenate([np.empty(0), *(p.snr for p in parts)]),
+            injected_snr=np.concatenate([np.empty(0), *(p.injected_snr for p in parts)]),
+            bands=[b for p in parts for b in p.bands],
+            minutes=sum(p.minutes for p in parts),
+            files=sum(p.files for p in parts),
+        )
+
+
+def harvest_setup(seed: int, per_bin: int = 100):
+    """The :class:`~drafts_ops.evaluation.EvaluationSetup` of a harvest: the evaluation's
+    operating point (bursts and RFI in the same files) in :data:`HARVEST_BANDS`."""
+    from drafts_ops.evaluation import EvaluationSetup
+
+    return EvaluationSetup(seed=seed, per_bin=per_bin, bands=HARVEST_BANDS,
+                           file_s=HARVEST_FILE_S)  # fmt: skip
+
+
+def interleaved_observations(setup) -> list:
+    """The setup's (band, simulation) pairs, alternating between bands."""
+    from drafts_ops.evaluation import evaluation_observations
+
+    by_band: dict[str, list] = {}
+    for band, config in evaluation_observations(setup):
+        by_band.setdefault(band.name, []).append((band, config))
+    rounds = max(len(v) for v in by_band.values())
+    return [obs[k] for k in range(rounds) for obs in by_band.values() if k < len(obs)]
+
+
+def harvest_file(path: Path, band, work: Path, dm_max: float) -> CandidatePool:
+    """Search one simulated file and turn each candidate's cutouts into an example."""
+    from drafts_ops.evaluation import (
+        Band,
+        fp_cause,
+        match_candidates,
+        search_for_evaluation,
+        truth_bursts,
+    )
+    from drafts_ops.pipeline import WORK_DIR, load_cutouts
+
+    out = work / f"{path.stem}-harvest"
+    result = search_for_evaluation(path, out, band, "classical", dm_max, keep_intermediates=True)
+    cands, plan = result.candidates, result.plan
+    ft, dt = load_cutouts(out / WORK_DIR / "cutouts.npz" if cands else None)
+    truth, rfi = truth_bursts(path)
+    b = Band(plan.header.tsamp, plan.header.fmin, plan.header.fmax)
+    owner = match_candidates(truth, cands, b, np.asarray(plan.dms)).owner
+    causes = ["burst" if o >= 0 else fp_cause(c, truth, rfi, b)
+              for c, o in zip(cands, owner, strict=True)]  # fmt: skip
+    shutil.rmtree(out, ignore_errors=True)
+    n = len(cands)
+    shape = (n, pp.CLASSIFIER_SIZE, pp.CLASSIFIER_SIZE)
+    return CandidatePool(
+        freq_time=np.stack([pp.prepare_freq_time(x) for x in ft]) if n else np.empty(shape),
+        dm_time=np.stack([pp.prepare_dm_time_cutout(x) for x in dt]) if n else np.empty(shape),
+        labels=(owner >= 0).astype(np.float32),
+        causes=causes,
+        snr=np.array([c.snr for c in cands], np.float64),
+        injected_snr=np.array([truth[o].snr if o >= 0 else np.nan for o in owner], np.float64),
+        bands=[band.name] * n,
+        minutes=plan.summary()["searched_samples"] * plan.header.tsamp / 60.0,
+        files=1,
+    )
+
+
+def harvest(
+    seed: int,
+    examples: int,
+    *,
+    per_bin: int = 100,
+    work_dir: str | Path | None = None,
+    log: Callable[[str], None] = print,
+) -> CandidatePool:
+    """At least ``examples`` harvested candidates (fewer if the setup's files run out),
+    from the observations of :func:`harvest_setup` ``(seed, per_bin)`` in order."""
+    from drafts_ops.simulate import write_simulation
+
+    setup = harvest_setup(seed, per_bin)
+    observations = interleaved_observations(setup)
+    parts: list[CandidatePool] = []
+    count, t0 = 0, time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="drafts-harvest-") as tmp:
+        work = Path(work_dir) if work_dir is not None else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        for k, (band, config) in enumerate(observations):
+            if count >= examples:
+                break
+            path = write_simulation(work / f"harvest_{seed}_{k:04d}.fil", config)
+            part = harvest_file(path, band, work, setup.dm_max)
+            path.unlink()
+            path.with_name(path.stem + ".truth.csv").unlink(missing_ok=True)
+            parts.append(part)
+            count += len(part)
+            log(f"harvest {k + 1}/{len(observations)} ({band.name}): {len(part)} candidates, "
+                f"{int(part.labels.sum())} bursts; {count}/{examples} in "
+                f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+    return CandidatePool.concatenate(parts)
+
+
+def balanced_indices(labels: np.ndarray, rng: np.random.Generator, size: int) -> np.ndarray:
+    """``size`` example indices, half bursts and half negatives (drawn with replacement)."""
+    pos, neg = np.flatnonzero(labels > 0.5), np.flatnonzero(labels <= 0.5)
+    if pos.size == 0 or neg.size == 0:
+        return rng.integers(0, labels.size, size)
+    half = size // 2
+    return np.concatenate([rng.choice(pos, half), rng.choice(neg, size - half)])
+
+
+# -- validation on held-out harvested candidates --------------------------------------------
+
+
+@dataclass
+class ClassifierValidation:
+    """The classifier on held-out harvested candidates (:data:`CLASSIFIER_VALIDATION_SEED`)."""
+
+    seed: int
+    threshold: float
+    examples: int
+    minutes: float
+    recall_by_snr: list[dict] = field(default_factory=list)
+    fp_by_cause: list[dict] = field(default_factory=list)
+    reliability: list[dict] = field(default_factory=list)
+    expected_calibration_error: float = float("nan")
+
+    def markdown(self) -> str:
+        lines = [
+            f"{CLASSIFIER_SECTION}\n",
+            f"Held-out seed {self.seed}: {self.examples} candidates the search found in "
+            f"{self.minutes:.1f} min of simulated data in the bands "
+            f"{', '.join(HARVEST_BANDS)} (bursts and every RFI kind in the same files; "
+            "`drafts_ops/ml/harvest.py`), at threshold "
+            f"{self.threshold:g}. `drafts evaluate classifier` reproduces it.",
+            "",
+            "| injected S/N | bursts | recall |",
+            "|---|---|---|",
+        ]
+        lines += [f"| {r['lo']:g}-{r['hi']:g} | {r['n']} | {_f(r['recall'])} |"
+                  for r in self.recall_by_snr]  # fmt: skip
+        lines += ["", "| negative (cause) | candidates | passed as bursts |", "|---|---|---|"]
+        lines += [f"| {r['cause']} | {r['n']} | {_f(r['fp_fraction'])} |"
+                  for r in self.fp_by_cause]  # fmt: skip
+        lines += ["", "Reliability (does the probability mean what it says?): expected "
+                  f"calibration error {_f(self.expected_calibration_error)}.", "",
+                  "| predicted | candidates | mean predicted | fraction bursts |",
+                  "|---|---|---|---|"]  # fmt: skip
+        lines += [f"| {r['lo']:g}-{r['hi']:g} | {r['n']} | {_f(r['mean_prob'])} | "
+                  f"{_f(r['burst_fraction'])} |" for r in self.reliability]  # fmt: skip
+        return "\n".join(lines) + "\n"
+
+
+#: Model-card heading of :meth:`ClassifierValidation.markdown`.
+CLASSIFIER_SECTION = "## Classifier on search candidates"
+
+
+def _f(x: float) -> str:
+    return "-" if not np.isfinite(x) else f"{x:.2f}"
+
+
+def validate_classifier(
+    pool: CandidatePool, probs: np.ndarray, *, seed: int, threshold: float = 0.5
+) -> ClassifierValidation:
+    """Recall by injected S/N, false-positive fraction per negative cause and the
+    reliability curve of ``probs`` (the classifier's output on ``pool``)."""
+    from drafts_ops.ml.evaluate import SNR_EDGES
+
+    probs = np.asarray(probs, np.float64)
+    v = ClassifierValidation(seed, threshold, len(pool), pool.minutes)
+    labels = pool.labels > 0.5
+    edges = list(SNR_EDGES)
+    for lo, hi in itertools.pairwise(edges):
+        sel = labels & (pool.injected_snr >= lo) & (pool.injected_snr < hi)
+        v.recall_by_snr.append({"lo": lo, "hi": hi, "n": int(sel.sum()),
+                                "recall": _mean(probs[sel] >= threshold)})  # fmt: skip
+    causes = np.array(pool.causes)
+    for cause in sorted(set(pool.causes) - {"burst"}):
+        sel = causes == cause
+        v.fp_by_cause.append({"cause": cause, "n": int(sel.sum()),
+                              "fp_fraction": _mean(probs[sel] >= threshold)})  # fmt: skip
+    ece = 0.0
+    for k, (lo, hi) in enumerate(itertools.pairwise(RELIABILITY_EDGES)):
+        last = k == len(RELIABILITY_EDGES) - 2
+        sel = (probs >= lo) & ((probs <= hi) if last else (probs < hi))
+        mean_p, frac = _mean(probs[sel]), _mean(labels[sel])
+        v.reliability.append({"lo": lo, "hi": hi, "n": int(sel.sum()), "mean_prob": mean_p,
+                              "burst_fraction": frac})  # fmt: skip
+        if sel.any():
+            ece += sel.sum() / max(len(pool), 1) * abs(mean_p - frac)
+    v.expected_calibration_error = float(ece)
+    return v
+
+
+def _mean(x: np.ndarray) -> float:
+    return float(np.mean(x)) if np.size(x) else float("nan")
+
+
+def classifier_probabilities(pool: CandidatePool, classifier=None) -> np.ndarray:
+    """The shipped (or given) classifier's probabilities on a harvested pool."""
+    if classifier is None:
+        from drafts_ops.ml.inference import load_classifier
+
+        classifier = load_classifier()
+    return np.asarray(classifier.predict_prepared(pool.freq_time, pool.dm_time), np.float64)
+
+
+def with_bands(setup, bands: Sequence[str]):
+    """``setup`` searching only ``bands``."""
+    return replace(setup, bands=tuple(bands))
