@@ -516,7 +516,7 @@ class SearchEvaluation:
     def recall_by_band(self, min_snr: float = 8.0) -> list[dict[str, Any]]:
         """Recall of every configuration per band over bursts of S/N >= ``min_snr``."""
         rows = []
-        for name in self.setup.bands:
+        for name in self.minutes:
             chosen = [b for b in self.bursts if b["band"] == name and b["snr"] >= min_snr]
             rows.append({"band": name, "n": len(chosen), **self._recall(chosen)})
         return rows
@@ -532,7 +532,8 @@ class SearchEvaluation:
         names = [name for name, *_ in CONFIGURATIONS]
         if minutes <= 0:
             return dict.fromkeys(names, float("nan"))
-        bands = self.false_positives.values() if band is None else [self.false_positives[band]]
+        bands = (self.false_positives.values() if band is None
+                 else [self.false_positives.get(band, {})])  # fmt: skip
         return {n: sum(b.get(n, 0) for b in bands) / minutes for n in names}
 
     def lost_to_merging(self, min_snr: float = 8.0) -> dict[str, int]:
@@ -557,7 +558,7 @@ class SearchEvaluation:
             "recall_snr_ge_8": self.recall_at_least(8.0),
             "recall_snr_ge_12": self.recall_at_least(12.0),
             "fp_per_minute": self.fp_per_minute(),
-            "fp_per_minute_by_band": {b: self.fp_per_minute(b) for b in self.setup.bands},
+            "fp_per_minute_by_band": {b: self.fp_per_minute(b) for b in self.minutes},
             "false_positives": self.false_positives,
             "fp_causes": self.fp_causes,
             "lost_to_merging_snr_ge_8": self.lost_to_merging(),
@@ -805,7 +806,7 @@ def results_markdown(ev: SearchEvaluation) -> str:
     lines.append("| candidates | " + " | ".join(str(total[n]) for n in names) + " |")
     fp = ev.fp_per_minute()
     lines.append("| per minute | " + " | ".join(_fmt(fp[n]) for n in names) + " |")
-    for band in ev.setup.bands:
+    for band in ev.minutes:
         fb = ev.fp_per_minute(band)
         lines.append(f"| per minute, {band} | " + " | ".join(_fmt(fb[n]) for n in names) + " |")
     for cause in sorted({c for d in ev.fp_causes.values() for c in d}):

@@ -22,6 +22,8 @@ from drafts_ops.evaluation import (
     card_section,
     emission_band,
     evaluate_observations,
+    evaluation_observations,
+    fp_cause,
     match_candidates,
     match_distance,
     match_window,
@@ -31,6 +33,7 @@ from drafts_ops.evaluation import (
 )
 from drafts_ops.ml.card import SEARCH_SECTION, find_section, with_section
 from drafts_ops.simulate import BurstSpec, RFISpec, SimulationConfig
+from drafts_ops.simulate.bands import SURVEY_BANDS, SurveyBand
 
 BAND = Band(tsamp=1e-3, fmin_mhz=1200.0, fmax_mhz=1500.0)
 TRIALS = np.arange(0.0, 1000.0, 5.0)  # 5 pc cm^-3 apart
@@ -129,11 +132,53 @@ def test_rfi_cause():
     assert rfi_cause(cand(30.0, 500.0), rows, BAND) == "noise"
 
 
+def test_fragment_on_a_burst_sweep_is_told_from_rfi():
+    burst = InjectedBurst(t_s=1.0, dm=500.0, snr=20.0, width_s=2e-3, boxcar_width_s=4e-3)
+    rows = [{"kind": "rfi_impulsive", "tcand_s": 5.0, "duration_s": None}]
+    # 20 units too high: the sweeps cross inside the band when the candidate is early by
+    # up to 20 x the band's delay per unit DM
+    early = 10.0 * SWEEP_PER_DM
+    assert fp_cause(cand(1.0 - early, 520.0, snr=12.0), [burst], rows, BAND) == "burst fragment"
+    assert fp_cause(cand(1.0 + 0.5, 520.0, snr=12.0), [burst], rows, BAND) == "noise"
+    assert fp_cause(cand(5.0, 0.0, snr=12.0), [burst], rows, BAND) == "impulsive"
+
+
 def test_setup_validation():
     with pytest.raises(ParameterError, match="nothing to evaluate"):
-        EvaluationSetup(per_bin=0, noise_minutes=0)
-    with pytest.raises(ParameterError, match="noise minutes"):
-        EvaluationSetup(noise_minutes=-1)
+        EvaluationSetup(per_bin=0)
+    with pytest.raises(ParameterError, match="unknown band"):
+        EvaluationSetup(bands=("fast", "arecibo"))
+    with pytest.raises(ParameterError, match="spacing"):
+        EvaluationSetup(min_spacing_s=2.0, mean_spacing_s=1.0)
+    with pytest.raises(ParameterError, match="DM range"):
+        EvaluationSetup(dm_range=(0.0, 4000.0))
+
+
+def test_observations_hold_close_bursts_and_every_rfi_kind():
+    setup = EvaluationSetup(per_bin=3, bands=("fast", "fast-raw"), file_s=5.0)
+    observations = evaluation_observations(setup)
+    assert observations == evaluation_observations(setup)  # seeded
+    bands = [band.name for band, _ in observations]
+    assert set(bands) == {"fast", "fast-raw"}
+    bursts = [b for _, c in observations for b in c.bursts]
+    assert len(bursts) == 2 * 3 * 6  # per band, per S/N bin
+    gaps = []
+    for band, config in observations:
+        times = [b.t_s for b in config.bursts]
+        gaps += np.diff(times).tolist()
+        assert max(t for t in times) <= setup.file_s
+        assert config.header().tobs >= max(b.t_s + band.sweep_s(b.dm) for b in config.bursts)
+        assert {r.kind for r in config.rfi} == {"persistent", "impulsive", "drifting"}
+        assert (config.nchans, config.tsamp) == (band.nchans, band.tsamp)
+    assert min(gaps) >= setup.min_spacing_s - 1e-9
+    # closer than the sweep of DM 1000 across FAST's band (2.3 s): inside each other's cone
+    assert np.mean(np.array(gaps) < SURVEY_BANDS["fast"].sweep_s(1000.0)) > 0.5
+    dms = np.array([b.dm for b in bursts])
+    assert dms.max() > 2000 and dms.min() >= setup.dm_range[0]
+    widths = np.array([b.width_s for b in bursts])
+    assert widths.min() >= 0.1e-3 and widths.max() <= 20e-3
+    fractions = [b.band_fwhm_mhz / 500.0 for b in bursts if b.band_fwhm_mhz is not None]
+    assert fractions and min(fractions) >= 0.1 - 1e-9
 
 
 def test_card_section_replaced_inserted_appended():
@@ -173,41 +218,50 @@ def test_regenerated_card_keeps_the_search_section(tmp_path):
 
 def test_cli_parses_evaluate_search():
     args = build_parser().parse_args(
-        ["evaluate", "search", "--minutes", "2", "--seed", "5", "--out", "x"]
+        ["evaluate", "search", "--per-bin", "2", "--bands", "gbt", "--seed", "5", "--out", "x"]
     )
-    assert (args.target, args.minutes, args.seed, args.out) == ("search", 2.0, 5, Path("x"))
+    assert (args.target, args.per_bin, args.bands, args.seed, args.out) == (
+        "search", 2, ["gbt"], 5, Path("x"))  # fmt: skip
+
+
+TINY_BAND = SurveyBand("tiny", 64, 1500.0, -4.0, 1e-3)
 
 
 @pytest.fixture(scope="module")
 def tiny_evaluation():
-    """One 6 s observation with two S/N 20 bursts, one 6 s file of noise with impulses."""
+    """One 6 s observation with two S/N 20 bursts and three zero-DM impulses."""
     bursts = (BurstSpec(t_s=1.5, dm=120.0, snr=20.0, width_s=2e-3),
               BurstSpec(t_s=3.5, dm=250.0, snr=20.0, width_s=1e-3, scattering_s=1e-3))  # fmt: skip
-    burst_sim = SimulationConfig(**TINY, bursts=bursts, seed=11)
-    noise_sim = SimulationConfig(**TINY, rfi=(RFISpec(kind="impulsive", count=3),), seed=12)
-    setup = EvaluationSetup(per_bin=2, noise_minutes=0.1, dm_max=300.0)
-    return evaluate_observations(setup, [burst_sim], [noise_sim])
+    rfi = (RFISpec(kind="impulsive", count=3, strength=6.0),)
+    sim = SimulationConfig(**TINY, bursts=bursts, rfi=rfi, seed=12)
+    setup = EvaluationSetup(per_bin=2, bands=("gbt",), dm_range=(0.0, 300.0), dm_max=300.0)
+    return evaluate_observations(setup, [(TINY_BAND, sim)])
 
 
 def test_tiny_evaluation_finds_both_bursts(tiny_evaluation, tmp_path):
     ev = tiny_evaluation
     names = [name for name, *_ in CONFIGURATIONS]
     table = ev.recall_table()
-    assert [(r["snr_lo"], r["snr_hi"]) for r in table] == [
+    assert [(r["lo"], r["hi"]) for r in table] == [
         (6.0, 8.0), (8.0, 10.0), (10.0, 12.0), (12.0, 15.0), (15.0, 20.0), (20.0, 30.0)
     ]  # fmt: skip
     assert [r["n"] for r in table] == [0, 0, 0, 0, 0, 2]
     assert all(table[-1][n] == 1.0 for n in names)
     assert all(math.isnan(table[0][n]) for n in names)
     assert ev.recall_at_least(8.0) == dict.fromkeys(names, 1.0)
+    assert [r["n"] for r in ev.recall_by("dm", (0.0, 200.0, 300.0))] == [1, 1]
     for burst in ev.bursts:
         match = burst["classical_match"]
         assert abs(match["dm"] - burst["dm"]) < 15 and match["snr"] > 12
-    # the three DM-0 impulses are found by the classical search, removed by the classifier
-    assert ev.false_positives["classical"] >= 1
-    assert ev.false_positives["classical + classifier"] == 0
-    assert ev.fp_causes["classical"].get("impulsive", 0) == ev.false_positives["classical"]
-    assert ev.noise_minutes == pytest.approx(6000 * 1e-3 / 60)  # searched to the end
+        assert burst["band"] == "tiny" and burst["bandwidth_fraction"] == 1.0
+    # the DM-0 impulses in the same file are found by the classical search, removed by
+    # the classifier, and blamed on the impulses
+    fps = ev.false_positives["tiny"]
+    assert fps["classical"] >= 1
+    assert fps["classical + classifier"] == 0
+    assert ev.fp_causes["classical"].get("impulsive", 0) == fps["classical"]
+    assert ev.minutes["tiny"] == pytest.approx(6000 * 1e-3 / 60)  # searched to the end
+    assert ev.fp_per_minute()["classical"] == pytest.approx(fps["classical"] / 0.1)
     paths = write_results(ev, tmp_path)
     saved = json.loads(paths["json"].read_text())
     assert saved["recall"][-1]["classical"] == 1.0 and len(saved["bursts"]) == 2

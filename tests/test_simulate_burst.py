@@ -7,6 +7,7 @@ import pytest
 
 from drafts_ops.dedisp.plan import DMPlan, delay_table, dispersion_delay_s, smearing_s
 from drafts_ops.dedisp.reference import dedisperse_reference
+from drafts_ops.detect.single_pulse import boxcar_widths
 from drafts_ops.errors import ParameterError
 from drafts_ops.simulate import BurstSpec, SimulationConfig, burst_signal, simulate_array
 from drafts_ops.simulate.burst import FWHM_PER_SIGMA
@@ -16,11 +17,13 @@ FREQS = 1500.0 - 4.6875 * np.arange(64)  # 64 channels, 1500 -> 1204.7 MHz
 TSAMP = 1e-3
 
 
-def best_boxcar_snr(series: np.ndarray, rms: float, max_width: int = 200):
-    """(snr, width, centre index) of the best boxcar over all widths and starts."""
+def best_boxcar_snr(series: np.ndarray, rms: float, max_width: int = 200, every: bool = False):
+    """(snr, width, centre index) of the best boxcar over the search's widths (or every
+    integer width) and all starts."""
     best = (-np.inf, 0, 0)
     csum = np.concatenate([[0.0], np.cumsum(series, dtype=np.float64)])
-    for w in range(1, min(max_width, series.size) + 1):
+    top = min(max_width, series.size)
+    for w in range(1, top + 1) if every else boxcar_widths(top):
         sums = (csum[w:] - csum[:-w]) / (rms * np.sqrt(w))
         i = int(np.argmax(sums))
         if sums[i] > best[0]:
@@ -44,7 +47,10 @@ def test_noise_free_signal_has_exactly_the_target_snr(burst):
     delays = delay_table(np.array([burst.dm]), FREQS, TSAMP)
     series = dedisperse_reference(signal, delays)[0]
     snr, _, _ = best_boxcar_snr(series, np.sqrt(FREQS.size))
-    assert snr == pytest.approx(burst.snr, rel=2e-3)  # widths above 64 step by 3 %
+    assert snr == pytest.approx(burst.snr, rel=1e-6)  # the search's boxcar set
+    # the search's sqrt(2)-spaced widths lose less than 5 % to every integer width
+    ideal, _, _ = best_boxcar_snr(series, np.sqrt(FREQS.size), every=True)
+    assert burst.snr <= ideal < 1.05 * burst.snr
 
 
 @pytest.mark.parametrize("foff", [-4.6875, 4.6875])

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from drafts_ops.dedisp.plan import DMPlan
+from drafts_ops.detect.single_pulse import boxcar_widths
 
-#: Boxcar widths (samples) searched for the best S/N.
-BOXCARS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+#: Boxcar widths (samples) searched for the best S/N: the search's own set.
+BOXCARS: tuple[int, ...] = tuple(int(w) for w in boxcar_widths(64))
 
 SignalFn = Callable[[DMPlan, float, float, float, int], np.ndarray]
 

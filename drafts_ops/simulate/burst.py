@@ -26,7 +26,9 @@ delay_c`` with ``delay_c`` the rounded delay of :func:`~drafts_ops.dedisp.plan.d
 at the burst's DM. Equivalently: normalise every channel to zero mean and unit rms,
 dedisperse at the true DM, and take the best boxcar sum over ``sqrt(w)`` times the rms of
 the dedispersed series (``sqrt(nchan)``) — the Heimdall / PRESTO convention of DESIGN.md.
-Boxcar widths are all integers up to 64 samples, then steps of 3 %.
+Boxcar widths are the search's own (:func:`drafts_ops.detect.single_pulse.boxcar_widths`:
+sqrt(2) apart), without the search's cap on the widest: one matched-filter S/N for the
+simulator, the search, the validation report and :mod:`drafts_ops.dedisp.quality`.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from drafts_ops.dedisp.plan import delay_table, dispersion_delay_s, smearing_s
+from drafts_ops.detect.single_pulse import boxcar_widths
 from drafts_ops.errors import ParameterError
 from drafts_ops.simulate import kernels
 
@@ -203,15 +206,6 @@ def unit_profile(
 
 
 # -- S/N --------------------------------------------------------------------------------
-def boxcar_widths(nmax: int) -> np.ndarray:
-    """Trial boxcar widths: every integer up to 64, then steps of about 3 %."""
-    small = np.arange(1, min(nmax, 64) + 1)
-    if nmax <= 64:
-        return small
-    large = np.unique(np.rint(np.geomspace(64, nmax, int(np.log(nmax / 64) / 0.03) + 2)))
-    return np.unique(np.concatenate([small, large.astype(np.int64)]))
-
-
 def dedispersed_profile(
     first: np.ndarray, profile: np.ndarray, delays: np.ndarray
 ) -> tuple[int, np.ndarray]:
@@ -232,7 +226,7 @@ def best_boxcar(series: np.ndarray, nchan: int) -> tuple[float, int, int]:
     """
     csum = np.concatenate([[0.0], np.cumsum(series)])
     best = (-np.inf, 1, 0)
-    for w in boxcar_widths(series.size):
+    for w in boxcar_widths(series.size):  # the search's widths, without its cap
         sums = csum[w:] - csum[:-w]
         i = int(np.argmax(sums))
         snr = sums[i] / math.sqrt(nchan * w)
