@@ -25,7 +25,13 @@ import numpy as np
 from drafts_ops.dedisp.modes import Backend, Mode
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.detect.candidates import Candidate, candidates_from_clusters
-from drafts_ops.detect.cluster import ClusterLinks, Response, merge_blocks, merge_sidelobes
+from drafts_ops.detect.cluster import (
+    ClusterLinks,
+    Response,
+    fold_band_limited_sidelobes,
+    merge_blocks,
+    merge_sidelobes,
+)
 from drafts_ops.detect.kernels import decimate_spectra_into
 from drafts_ops.detect.preprocess import NormMethod, decimate_block, prepare_block, static_mask
 from drafts_ops.detect.single_pulse import Giants, boxcar_widths, giants_above, giants_at
@@ -543,9 +549,13 @@ def read_searched(reader, plan: SearchPlan, start: int, stop: int) -> np.ndarray
 # -- merge, cutouts, classify, write -----------------------------------------------------
 
 
-def merge_block_results(paths: Sequence[PathLike], plan: SearchPlan) -> list[Candidate]:
+def merge_block_results(
+    paths: Sequence[PathLike], plan: SearchPlan, work_dir: PathLike | None = None
+) -> list[Candidate]:
     """Cluster the giants of all blocks together and fold bow-tie sidelobes into their
-    burst: one candidate per burst, brightest first."""
+    burst (band-limited ones judged on the burst's spectrum, read from the searched
+    samples kept in ``work_dir`` or from the file): one candidate per burst, brightest
+    first."""
     parts = [Giants.load(p) for p in paths]
     dms = np.asarray(plan.dms)
     response = Response(dms, plan.header.chan_freqs, plan.header.tsamp,
@@ -553,9 +563,19 @@ def merge_block_results(paths: Sequence[PathLike], plan: SearchPlan) -> list[Can
     clusters = merge_blocks(parts, plan.config.links, response)
     clusters = merge_sidelobes(clusters, dms, plan.header.chan_freqs, plan.header.tsamp,
                                max_width=plan.config.max_width_samples)  # fmt: skip
-    return candidates_from_clusters(
+    candidates = candidates_from_clusters(
         clusters, dms, plan.header.tsamp, file=plan.path, beam=plan.raw_header.ibeam
     )
+    if len(candidates) < 2:
+        return candidates
+    from drafts_ops.detect.products import CutoutMaker, SearchedSamples
+
+    with open_observation(plan.source) as reader:
+        maker = CutoutMaker(reader, plan, SearchedSamples.find(Path(work_dir), plan)
+                            if work_dir is not None else None)  # fmt: skip
+        return fold_band_limited_sidelobes(candidates, maker.emitting_band,
+                                           plan.header.chan_freqs, plan.header.tsamp,
+                                           max_width=plan.config.max_width_samples)  # fmt: skip
 
 
 def cutout_count(candidates: Sequence[Candidate], config: SearchConfig) -> int:
@@ -767,7 +787,7 @@ def run_search(
         giants = runner.map("dedisperse_detect", search_segment, parts, plan.path, plan,
                             str(work))  # fmt: skip
     with perf.stage("merge", **extent):
-        candidates = runner.stage("merge", merge_block_results, giants, plan)
+        candidates = runner.stage("merge", merge_block_results, giants, plan, str(work))
     with perf.stage("cutouts", calls=cutout_count(candidates, config), **extent):
         cutouts = runner.stage("cutouts", make_cutouts, candidates, plan.path, plan, str(work))
     with perf.stage("classify", **extent):

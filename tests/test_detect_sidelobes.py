@@ -140,3 +140,77 @@ def test_negative_slack_is_an_error():
     with pytest.raises(Exception, match="slack"):
         merge_sidelobes(_clusters([(3, 1000, 4, 40.0, 30), (4, 960, 4, 9.0, 2)]), DMS,
                         HEADER.chan_freqs, 1e-3, slack=-1)  # fmt: skip
+
+
+def _band_limited(tmp_path, bursts, seed=5):
+    """Search a 4 s, 256-channel (1200-1500 MHz) simulation of BurstSpec ``bursts``."""
+    from drafts_ops.simulate import SimulationConfig, write_simulation
+
+    cfg = SimulationConfig(nchans=256, fch1=1500 - 300 / 512, foff=-300 / 256, tsamp=512e-6,
+                           duration_s=4.0, seed=seed, bursts=tuple(bursts))  # fmt: skip
+    path = write_simulation(tmp_path / "sim.fil", cfg)
+    plan = plan_search(path, SearchConfig(**{**FAST, "dm_max": 1500.0}))
+    parts = [search_segment(range(len(plan.blocks)), path, plan, tmp_path)]
+    return merge_block_results(parts, plan, tmp_path)
+
+
+NARROW = {"band_centre_mhz": 1300.0, "band_fwhm_mhz": 30.0}  # a tenth of the band
+
+
+def test_band_limited_burst_gives_one_candidate(tmp_path, monkeypatch):
+    from drafts_ops import pipeline
+    from drafts_ops.simulate import BurstSpec
+
+    burst = BurstSpec(t_s=2.0, dm=1000.0, snr=30.0, width_s=2e-3, **NARROW)
+    cands = _band_limited(tmp_path, [burst])
+    assert len(cands) == 1, cands
+    assert abs(cands[0].tcand_s - 2.0) < 0.01 and abs(cands[0].dm - 1000.0) < 60, cands
+    # its arms survive the full-band sidelobe model: the spectrum is what folds them
+    monkeypatch.setattr(pipeline, "fold_band_limited_sidelobes", lambda c, *a, **k: list(c))
+    (tmp_path / "off").mkdir()
+    assert len(_band_limited(tmp_path / "off", [burst])) > 1
+
+
+@pytest.mark.parametrize(
+    "weak",
+    [
+        (2.3, 400.0, 12.0, 1e-3),  # lower DM, later, full band
+        (2.2, 1000.0, 12.0, 1e-3, 1420.0),  # same DM 0.2 s later, another part of the band
+    ],
+)
+def test_a_burst_beside_a_band_limited_one_is_kept(tmp_path, weak):
+    from drafts_ops.simulate import BurstSpec
+
+    bright = BurstSpec(t_s=2.0, dm=1000.0, snr=30.0, width_s=2e-3, **NARROW)
+    t, dm, snr, w, *centre = weak
+    band = {"band_centre_mhz": centre[0], "band_fwhm_mhz": 60.0} if centre else {}
+    cands = _band_limited(tmp_path, [bright, BurstSpec(t_s=t, dm=dm, snr=snr, width_s=w, **band)])
+    assert [c for c in cands if abs(c.tcand_s - 2.0) < 0.01 and abs(c.dm - 1000) < 60], cands
+    assert _found(cands, t, dm), cands
+
+
+def test_full_band_spectrum_folds_nothing():
+    from drafts_ops.detect.candidates import Candidate
+    from drafts_ops.detect.cluster import fold_band_limited_sidelobes
+
+    def cand(sample, dm, snr, width):
+        return Candidate(tcand_s=sample * 1e-3, dm=dm, snr=snr, width_samples=width,
+                         width_s=width * 1e-3, dm_index=0, sample=sample, members=1,
+                         first_sample=sample, last_sample=sample)  # fmt: skip
+
+    freqs = HEADER.chan_freqs
+    bright = cand(1000, 300.0, 30.0, 4)
+    # 10 units too high: early by up to the delay of 10 across the band, at 1260 MHz here
+    early = int(dispersion_delay_s(10.0, 1260.0, freqs.max()) / 1e-3)
+    arm = cand(1000 - early, 310.0, 15.0, 8)
+    narrow = fold_band_limited_sidelobes([bright, arm], lambda c: (1250.0, 1275.0), freqs, 1e-3)
+    assert len(narrow) == 1 and narrow[0].members == 2
+    full = fold_band_limited_sidelobes([bright, arm], lambda c: (freqs.min(), freqs.max()),
+                                       freqs, 1e-3)  # fmt: skip
+    assert len(full) == 2
+    # 100 units off the narrow burst is smeared over ~10 samples: a narrow S/N 29 there is
+    # far brighter than its response (~18), so a burst of its own
+    early = int(dispersion_delay_s(100.0, 1260.0, freqs.max()) / 1e-3)
+    brighter = cand(1000 - early, 400.0, 29.0, 2)
+    assert len(fold_band_limited_sidelobes([bright, brighter], lambda c: (1250.0, 1275.0),
+                                           freqs, 1e-3)) == 2  # fmt: skip

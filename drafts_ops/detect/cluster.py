@@ -6,13 +6,16 @@ turns the bow-tie into a single candidate (Heimdall's ``label_candidate_clusters
 Blocks are merged by clustering the giants of all blocks together, so a burst on a block
 edge gives one candidate exactly as it would inside a block. Bright or wide bursts also
 light up the far arms of the bow-tie, which gaps can split off the main cluster;
-:func:`merge_sidelobes` folds those back into the burst they belong to.
+:func:`merge_sidelobes` folds those back into the burst they belong to, and
+:func:`fold_band_limited_sidelobes` those of band-limited bursts, from their measured
+spectrum.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +23,9 @@ from drafts_ops.dedisp.plan import dispersion_delay_s
 from drafts_ops.detect.kernels import friends_of_friends
 from drafts_ops.detect.single_pulse import Giants
 from drafts_ops.errors import ParameterError
+
+if TYPE_CHECKING:
+    from drafts_ops.detect.candidates import Candidate
 
 
 @dataclass(frozen=True)
@@ -333,3 +339,100 @@ def merge_sidelobes(
         last[i] = max(last[i], last[side].max())
         score[i] = np.fmax(score[i], np.fmax.reduce(score[side]))
     return Clusters(heads.select(alive), members[alive], first[alive], last[alive], score[alive])
+
+
+#: A burst whose emission covers less than this fraction of the band is band-limited for
+#: :func:`fold_band_limited_sidelobes` (a wider one is left to :func:`merge_sidelobes`).
+BAND_LIMITED_FRACTION = 0.6
+#: Narrowest emitting band (fraction of the band) assumed before the spectrum is measured.
+NARROWEST_EMISSION = 0.1
+#: Faintest burst whose spectrum is measured (its spectrum must stand out of the noise).
+SPECTRUM_MIN_SNR = 10.0
+
+
+def _crossing_window(d_dm: np.ndarray, f_lo: float, f_hi: float, f_top: float, tsamp: float):
+    """Offsets (samples, ``[lo, hi]``) at which a burst emitting over ``f_lo..f_hi`` MHz
+    appears when dedispersed ``d_dm`` too high (early) or too low (late)."""
+    a = -dispersion_delay_s(d_dm, f_lo, f_top) / tsamp
+    b = -dispersion_delay_s(d_dm, f_hi, f_top) / tsamp
+    return np.minimum(a, b), np.maximum(a, b)
+
+
+def _band_limited_sidelobes(  # noqa: PLR0917
+    bright: Candidate, others: list[Candidate], f_lo: float, f_hi: float, f_top: float,
+    tsamp: float, max_width: int,
+) -> np.ndarray:  # fmt: skip
+    """Which ``others`` the band-limited burst ``bright`` (emitting over ``f_lo..f_hi``)
+    produces at their DMs: inside its crossing window and no brighter than its response
+    (:func:`plausible_sidelobe` with the smear across the emitting band)."""
+    d_dm = np.array([c.dm - bright.dm for c in others])
+    offset = np.array([c.sample - bright.sample for c in others], np.float64)
+    width = np.array([c.width_samples for c in others], np.float64)
+    snr = np.array([c.snr for c in others])
+    lo, hi = _crossing_window(d_dm, f_lo, f_hi, f_top, tsamp)
+    tol = 0.5 * (width + bright.width_samples) + SIDELOBE_SLACK
+    inside = (offset >= lo - tol) & (offset <= hi + tol)
+    smear = np.abs(dispersion_delay_s(d_dm, f_lo, f_hi)) / tsamp
+    plausible = plausible_sidelobe(bright.snr, bright.width_samples, smear, snr, width,
+                                   max_width, 1.0)  # fmt: skip
+    return inside & plausible & (snr <= bright.snr)
+
+
+def fold_band_limited_sidelobes(
+    candidates: Sequence[Candidate],
+    emitting_band: Callable[[Candidate], tuple[float, float]],
+    freqs_mhz: np.ndarray,
+    tsamp: float,
+    *,
+    max_width: int = 64,
+) -> list[Candidate]:
+    """Fold the sidelobes of band-limited bursts into them, judged on their own spectrum.
+
+    :func:`merge_sidelobes` predicts a burst's response at a wrong DM from the smear across
+    the whole band. A burst emitting over a tenth of it is smeared ten times less, so its
+    bow-tie arms stay bright and survive as candidates of their own. Here each candidate
+    (brightest first, S/N >= :data:`SPECTRUM_MIN_SNR`) that could have such arms —
+    weaker candidates inside its crossing window that a burst emitting over
+    :data:`NARROWEST_EMISSION` of the band would explain — has its emitting band measured
+    (``emitting_band(candidate) -> (f_lo, f_hi)`` MHz, from the data); if it is band-limited (< :data:`BAND_LIMITED_FRACTION` of the band),
+    the weaker candidates its measured spectrum explains (crossing window, S/N and width:
+    :func:`plausible_sidelobe` with the smear across the emitting band) join it. A burst
+    whose spectrum fills the band keeps every other candidate; so does a candidate brighter
+    than the response. Members and sample spans are added; order is kept.
+    """
+    cands = list(candidates)
+    if len(cands) < 2:
+        return cands
+    freqs = np.asarray(freqs_mhz, np.float64)
+    f_min, f_top = float(freqs.min()), float(freqs.max())
+    span = f_top - f_min
+    alive = [True] * len(cands)
+    for i, bright in enumerate(cands):
+        if not alive[i] or bright.snr < SPECTRUM_MIN_SNR:
+            continue
+        rest = [j for j in range(i + 1, len(cands)) if alive[j]]
+        if not rest:
+            break
+        others = [cands[j] for j in rest]
+        narrow = np.zeros(len(rest), bool)
+        for centre in np.linspace(f_min, f_top, 11):  # any narrow emitting band
+            half = NARROWEST_EMISSION * span / 2
+            lo, hi = max(centre - half, f_min), min(centre + half, f_top)
+            narrow |= _band_limited_sidelobes(bright, others, lo, hi, f_top, tsamp, max_width)
+        if not narrow.any():
+            continue
+        f_lo, f_hi = emitting_band(bright)
+        if f_hi - f_lo >= BAND_LIMITED_FRACTION * span:
+            continue
+        side = _band_limited_sidelobes(bright, others, f_lo, f_hi, f_top, tsamp, max_width)
+        folded = [cands[j] for j, s in zip(rest, side, strict=True) if s]
+        if not folded:
+            continue
+        for j, s in zip(rest, side, strict=True):
+            alive[j] = alive[j] and not s
+        cands[i] = bright.replace(
+            members=bright.members + sum(c.members for c in folded),
+            first_sample=min([bright.first_sample, *(c.first_sample for c in folded)]),
+            last_sample=max([bright.last_sample, *(c.last_sample for c in folded)]),
+        )
+    return [c for c, a in zip(cands, alive, strict=True) if a]

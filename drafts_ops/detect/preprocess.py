@@ -7,6 +7,7 @@ standard deviation 1, so a masked channel is simply set to 0 and adds nothing to
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import Literal
 
@@ -82,12 +83,21 @@ def static_mask(nchan: int, channels: Iterable[int]) -> np.ndarray:
     return mask
 
 
+#: Pieces over which the channel kurtosis is taken (median) and the fewest samples a piece
+#: needs (fewer: one piece).
+KURTOSIS_PIECES = 8
+KURTOSIS_MIN_SAMPLES = 256
+
+
 def channel_statistics(data: np.ndarray, nvalid: int | None = None) -> dict[str, np.ndarray]:
     """Per-channel statistics used by :func:`auto_mask` (each ``[nchan]``, float64).
 
     ``std`` and ``mean`` of the raw samples; ``kurtosis``: excess kurtosis of each channel's
     samples over time (0 for Gaussian noise; large for impulsive RFI, negative for a
-    sinusoid); ``sk``: the spectral-kurtosis estimator ``(M+1)/(M-1) (M S2/S1^2 - 1)``
+    sinusoid), the median over :data:`KURTOSIS_PIECES` consecutive pieces, so that RFI
+    recurring through the data counts and one bright band-limited burst (a few samples
+    far above the noise in a few channels: a huge kurtosis in one piece) does not get its
+    own channels masked; ``sk``: the spectral-kurtosis estimator ``(M+1)/(M-1) (M S2/S1^2 - 1)``
     (Nita & Gary 2010), which is ~1/N for a channel that integrates N Gaussian samples.
     One pass over ``data[:, :nvalid]`` in its own dtype (no float copy of the block).
     """
@@ -95,6 +105,11 @@ def channel_statistics(data: np.ndarray, nvalid: int | None = None) -> dict[str,
     m = x.shape[1] if nvalid is None else int(nvalid)
     moments = channel_moments(x, m)
     mean, std, kurt = moments[:, 0], moments[:, 1], moments[:, 2]
+    pieces = KURTOSIS_PIECES if m >= KURTOSIS_PIECES * KURTOSIS_MIN_SAMPLES else 1
+    if pieces > 1:
+        edges = np.linspace(0, m, pieces + 1).astype(np.int64)
+        kurt = np.median(np.stack([channel_moments(x[:, a:b], b - a)[:, 2]
+                                   for a, b in itertools.pairwise(edges)]), axis=0)  # fmt: skip
     s1, s2 = m * mean, m * (std**2 + mean**2)
     with np.errstate(divide="ignore", invalid="ignore"):
         sk = np.where(s1 != 0, (m + 1.0) / max(m - 1.0, 1.0) * (m * s2 / s1**2 - 1.0), 0.0)

@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from drafts_ops.detect.candidates import Candidate
-from drafts_ops.detect.cutouts import CUTOUT_STATS_SAMPLES, cutout_pair, cutout_span
+from drafts_ops.detect.cutouts import (
+    CUTOUT_STATS_SAMPLES,
+    cutout_pair,
+    cutout_span,
+    freq_time_cutout,
+)
 from drafts_ops.detect.preprocess import auto_mask, decimate_mask, static_mask
 
 if TYPE_CHECKING:
@@ -92,6 +97,19 @@ class CutoutMaker:
 
     def cutouts(self, cand: Candidate) -> tuple[np.ndarray, np.ndarray]:
         """FETCH cutouts ``(freq_time [256, 256], dm_time [256, 256])`` of ``cand``."""
+        *args, mask = self._window(cand)
+        self.made += 1
+        return cutout_pair(*args, chan_mask=mask)
+
+    def emitting_band(self, cand: Candidate) -> tuple[float, float]:
+        """Frequencies (MHz) where ``cand`` emits, from its dedispersed waterfall
+        (:func:`emitting_band`)."""
+        data, freqs, tsamp, dm, sample, width, mask = self._window(cand)
+        ft = freq_time_cutout(data, freqs, tsamp, dm, sample, width, chan_mask=mask)
+        return emitting_band(ft, freqs, width)
+
+    def _window(self, cand: Candidate) -> tuple:
+        """The searched samples around ``cand`` and the arguments of its cutouts."""
         from drafts_ops.pipeline import read_searched
 
         header, cfg = self.plan.header, self.plan.config
@@ -106,6 +124,40 @@ class CutoutMaker:
         mask = self.static_mask.copy()
         if cfg.auto_mask and data.shape[1] > 1:  # channel statistics near the candidate
             mask |= auto_mask(data[:, :CUTOUT_STATS_SAMPLES], cfg.mask_threshold)
-        args = (data, freqs, header.tsamp, cand.dm, cand.sample - lo, cand.width_samples)
-        self.made += 1
-        return cutout_pair(*args, chan_mask=mask)
+        return data, freqs, header.tsamp, cand.dm, cand.sample - lo, cand.width_samples, mask
+
+
+#: Sub-bands (fraction of the band) over which :func:`emitting_band` smooths a spectrum.
+SPECTRUM_SMOOTHING = 0.1
+
+
+def emitting_band(
+    freq_time: np.ndarray, freqs_mhz: np.ndarray, width_samples: int
+) -> tuple[float, float]:
+    """Band (MHz) where a candidate's pulse emits, from its FETCH waterfall
+    ``[time, frequency]`` (highest frequency first, centred on the pulse).
+
+    The spectrum is the sum over the pulse's columns, smoothed over
+    :data:`SPECTRUM_SMOOTHING` of the band; the band is the contiguous run around its
+    peak above half the peak.
+    """
+    from drafts_ops.detect.cutouts import time_decimation_factor
+
+    ntime, nfreq = freq_time.shape
+    factor = time_decimation_factor(int(width_samples))
+    half = max(1, int(np.ceil(width_samples / factor / 2)))
+    centre = ntime // 2
+    spectrum = freq_time[max(centre - half, 0) : centre + half + 1].sum(axis=0)
+    k = max(1, round(SPECTRUM_SMOOTHING * nfreq))
+    smooth = np.convolve(spectrum, np.ones(k) / k, mode="same")
+    peak = int(np.argmax(smooth))
+    above = smooth > 0.5 * smooth[peak]
+    lo = peak
+    while lo > 0 and above[lo - 1]:
+        lo -= 1
+    hi = peak
+    while hi < nfreq - 1 and above[hi + 1]:
+        hi += 1
+    f_top, f_bottom = float(np.max(freqs_mhz)), float(np.min(freqs_mhz))
+    step = (f_top - f_bottom) / nfreq
+    return f_top - (hi + 1) * step, f_top - lo * step
