@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol, get_args
 import numpy as np
 
 from drafts_ops.dedisp.modes import Backend, Mode
-from drafts_ops.dedisp.plan import DMPlan
+from drafts_ops.dedisp.plan import DMPlan, smearing_s
 from drafts_ops.detect.candidates import Candidate, candidates_from_clusters
 from drafts_ops.detect.cluster import (
     ClusterLinks,
@@ -287,6 +287,27 @@ def _dm_plan_cached(
 MIN_TRIAL_SAMPLES = 256
 
 
+#: Channel smearing (in searched samples) at the largest DM from which the plan notes it.
+SMEARING_NOTE_SAMPLES = 8
+
+
+def channel_smearing_note(raw: Header, searched: Header, dm_max: float) -> str | None:
+    """A note when frequency decimation smears a burst at ``dm_max`` (pc cm^-3) over more
+    than :data:`SMEARING_NOTE_SAMPLES` searched samples at the bottom of the band (bursts
+    narrower than that lose S/N as sqrt(width / smearing)); ``None`` otherwise."""
+    factor = searched.nchans and raw.nchans // searched.nchans
+    if factor <= 1:
+        return None
+    smear = float(smearing_s(dm_max, searched.foff, searched.fmin))
+    if smear <= SMEARING_NOTE_SAMPLES * searched.tsamp:
+        return None
+    native = float(smearing_s(dm_max, raw.foff, raw.fmin))
+    return (f"x{factor} frequency decimation smears a burst at DM {dm_max:g} over "
+            f"{smear * 1e3:.1f} ms at {searched.fmin:.0f} MHz ({native * 1e3:.1f} ms in the "
+            "native channels): narrower bursts there lose S/N as sqrt(width / smearing); use a "
+            "smaller --freq-decimation for high-DM searches")  # fmt: skip
+
+
 def plan_search(path: PathLike | Sequence[PathLike], config: SearchConfig) -> SearchPlan:
     """Read the header, build the DM plan and split the observation into blocks.
 
@@ -321,6 +342,10 @@ def plan_search(path: PathLike | Sequence[PathLike], config: SearchConfig) -> Se
         )
         log.warning("%s: %s", path, notes[-1])
         full = DMPlan.build(full.dms[:kept], full.freqs, full.tsamp, full.decimation[:kept])
+    smearing = channel_smearing_note(raw, header, float(full.dms[-1]))
+    if smearing:
+        notes.append(smearing)
+        log.warning("%s: %s", path, smearing)
     pad = config.max_width_samples + config.time_link
     size = config.block_size or block_size_for_budget(
         raw, header, full, config.memory_budget_mib, pad, ml=config.detector != "classical"

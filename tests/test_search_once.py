@@ -113,3 +113,15 @@ def test_cutouts_are_made_once_per_candidate(observation, tmp_path, monkeypatch)
     result = pipeline.run_search(observation, tmp_path, cfg)
     assert result.candidates and len(made) == len(result.candidates)
     assert sum(k.startswith("h5:") for k in result.outputs) == min(5, len(result.candidates))
+
+
+def test_plan_notes_channel_smearing_of_frequency_decimation(tmp_path):
+    header = Header(nchans=256, fch1=1500.0, foff=-300 / 256, tsamp=64e-6, nbits=8,
+                    nsamples=200_000)  # fmt: skip
+    data = np.full((256, 200_000), 128, np.uint8)
+    path = write_sigproc(tmp_path / "raw.fil", header, data)
+    coarse = pipeline.plan_search(path, pipeline.SearchConfig(dm_max=1000.0, freq_decimation=8))
+    (note,) = coarse.notes
+    assert "x8 frequency decimation smears a burst at DM" in note and "45.1 ms at 1205 MHz" in note
+    native = pipeline.plan_search(path, pipeline.SearchConfig(dm_max=1000.0))
+    assert native.notes == ()

@@ -394,7 +394,8 @@ def fold_band_limited_sidelobes(
     (brightest first, S/N >= :data:`SPECTRUM_MIN_SNR`) that could have such arms —
     weaker candidates inside its crossing window that a burst emitting over
     :data:`NARROWEST_EMISSION` of the band would explain — has its emitting band measured
-    (``emitting_band(candidate) -> (f_lo, f_hi)`` MHz, from the data); if it is band-limited (< :data:`BAND_LIMITED_FRACTION` of the band),
+    (``emitting_band(candidate) -> (f_lo, f_hi)`` MHz, from the data); if it is
+    band-limited (< :data:`BAND_LIMITED_FRACTION` of the band),
     the weaker candidates its measured spectrum explains (crossing window, S/N and width:
     :func:`plausible_sidelobe` with the smear across the emitting band) join it. A burst
     whose spectrum fills the band keeps every other candidate; so does a candidate brighter
