@@ -1,0 +1,79 @@
+"""Classifier examples harvested from the search: labels, balance, validation tables."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from drafts_ops.ml import preprocess as pp
+from drafts_ops.ml.harvest import (
+    CandidatePool,
+    balanced_indices,
+    harvest_file,
+    harvest_setup,
+    interleaved_observations,
+    validate_classifier,
+)
+from drafts_ops.simulate import BurstSpec, RFISpec, SimulationConfig, write_simulation
+from drafts_ops.simulate.bands import SurveyBand
+
+SIZE = pp.CLASSIFIER_SIZE
+
+
+def test_balanced_batches_are_half_bursts():
+    labels = np.array([1.0] * 5 + [0.0] * 95, np.float32)
+    idx = balanced_indices(labels, np.random.default_rng(0), 1000)
+    assert idx.size == 1000 and labels[idx].mean() == pytest.approx(0.5)
+    only = balanced_indices(np.zeros(10, np.float32), np.random.default_rng(0), 8)
+    assert only.size == 8 and only.max() < 10
+
+
+def test_observations_alternate_between_bands():
+    setup = harvest_setup(seed=3, per_bin=2)
+    names = [band.name for band, _ in interleaved_observations(setup)]
+    assert names[:4] == list(setup.bands)  # every band within the first files
+    assert interleaved_observations(setup) == interleaved_observations(setup)  # seeded
+
+
+def test_validation_tables_follow_the_probabilities():
+    n = 8
+    pool = CandidatePool(
+        freq_time=np.zeros((n, SIZE, SIZE), np.float32),
+        dm_time=np.zeros((n, SIZE, SIZE), np.float32),
+        labels=np.array([1, 1, 1, 1, 0, 0, 0, 0], np.float32),
+        causes=["burst"] * 4 + ["impulsive", "impulsive", "burst fragment", "noise"],
+        snr=np.full(n, 9.0),
+        injected_snr=np.array([7.0, 9.0, 25.0, 25.0] + [np.nan] * 4),
+        bands=["gbt"] * n,
+        minutes=1.0,
+        files=1,
+    )
+    probs = np.array([0.2, 0.95, 0.95, 0.6, 0.05, 0.7, 0.05, 0.05])
+    v = validate_classifier(pool, probs, seed=1)
+    recall = {(r["lo"], r["hi"]): r["recall"] for r in v.recall_by_snr if r["n"]}
+    assert recall == {(6.0, 8.0): 0.0, (8.0, 10.0): 1.0, (20.0, 30.0): 1.0}
+    fp = {r["cause"]: r["fp_fraction"] for r in v.fp_by_cause}
+    assert fp == {"burst fragment": 0.0, "impulsive": 0.5, "noise": 0.0}
+    top = v.reliability[-1]
+    assert (top["n"], top["burst_fraction"]) == (2, 1.0)
+    assert sum(r["n"] for r in v.reliability) == n
+    assert 0.0 <= v.expected_calibration_error <= 1.0
+    assert "| impulsive | 2 | 0.50 |" in v.markdown()
+
+
+def test_harvested_candidates_are_labelled_by_the_truth(tmp_path):
+    band = SurveyBand("tiny", 64, 1500.0, -4.0, 1e-3)
+    bursts = (BurstSpec(t_s=1.5, dm=120.0, snr=25.0, width_s=2e-3),
+              BurstSpec(t_s=3.5, dm=250.0, snr=25.0, width_s=1e-3))  # fmt: skip
+    rfi = (RFISpec(kind="impulsive", count=3, strength=6.0),)
+    config = SimulationConfig(**band.simulation_fields(), duration_s=6.0, seed=12,
+                              bursts=bursts, rfi=rfi)  # fmt: skip
+    path = write_simulation(tmp_path / "tiny.fil", config)
+    pool = harvest_file(path, band, tmp_path, dm_max=300.0)
+    assert len(pool) >= 3 and pool.freq_time.shape[1:] == (SIZE, SIZE)
+    assert int(pool.labels.sum()) == 2  # one candidate per burst
+    assert sorted(pool.injected_snr[pool.labels > 0].tolist()) == [25.0, 25.0]
+    negatives = [c for c, y in zip(pool.causes, pool.labels, strict=True) if y == 0]
+    assert negatives and set(negatives) == {"impulsive"}
+    assert pool.bands == ["tiny"] * len(pool) and pool.files == 1
+    assert not list(tmp_path.glob("tiny-harvest"))  # the search outputs are removed
