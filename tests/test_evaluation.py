@@ -202,7 +202,8 @@ def test_regenerated_card_keeps_the_search_section(tmp_path):
     models = Path(__file__).resolve().parents[1] / "models"
     shutil.copy(models / "manifest.json", tmp_path / "manifest.json")
     section = f"{SEARCH_SECTION}\n\n| measured | 1 |\n"
-    (tmp_path / "MODEL_CARD.md").write_text(f"# old\n\n{section}\n## Limits\n\nx\n")
+    classifier = "## Classifier on search candidates\n\n| reliability | 2 |\n"
+    (tmp_path / "MODEL_CARD.md").write_text(f"# old\n\n{classifier}\n{section}\n## Limits\n\nx\n")
     six = [0.5] * 6
     ev = Evaluation(seed=1, snr_bins=_bins(), classifier_recall=six,
                     classifier_recall_ft_only=six, classifier_fp={"noise": 0.0},
@@ -212,6 +213,7 @@ def test_regenerated_card_keeps_the_search_section(tmp_path):
                     pipeline_fp_per_min=dict.fromkeys(DETECTOR_THRESHOLDS, 0.1))  # fmt: skip
     text = write_model_card(tmp_path, ev).read_text()
     assert find_section(text) == section
+    assert find_section(text, "## Classifier on search candidates") == classifier
     assert text.index(SEARCH_SECTION) < text.index("## Limits")
     assert "# old" not in text and "sha256" in text
 

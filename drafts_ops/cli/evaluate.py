@@ -1,4 +1,5 @@
-"""``drafts evaluate search``: end-to-end recall and false positives of the search."""
+"""``drafts evaluate search|classifier``: end-to-end recall and false positives of the search;
+the classifier on held-out candidates the search found."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Literal, get_args
 
 from drafts_ops.simulate.bands import SURVEY_BANDS
 
-Target = Literal["search"]
+Target = Literal["search", "classifier"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +22,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "search them as `drafts search` does (classical and both detectors, with the "
         "classifier) and tabulate recall by injected S/N, DM, width, bandwidth and band, "
         "and false positives per minute on the same files. Writes "
-        "DIR/search_evaluation.json and .md.",
+        "DIR/search_evaluation.json and .md. `classifier`: harvest held-out candidates "
+        "from searches of such files and report the classifier's recall by S/N, its "
+        "false-positive fraction per negative cause and its reliability curve "
+        "(DIR/classifier_evaluation.md).",
     )
     p.add_argument("target", choices=get_args(Target), help="what to evaluate")
     p.add_argument(
@@ -35,6 +39,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="survey bands to simulate (default: fast gbt fast-raw)",
     )
     p.add_argument("--seed", type=int, default=None, help="seed (default: the held-out seed)")
+    p.add_argument(
+        "--examples",
+        type=int,
+        default=1000,
+        help="classifier: held-out candidates to harvest (default 1000)",
+    )
+    p.add_argument(
+        "--model", type=Path, default=None, help="classifier: ONNX file (default: shipped)"
+    )
     p.add_argument("--out", type=Path, default=Path("search-eval"), help="output folder")
     p.add_argument(
         "--card",
@@ -49,6 +62,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.target == "classifier":
+        return run_classifier(args)
     from drafts_ops import evaluation as ev_mod
 
     kwargs = {"per_bin": args.per_bin, "bands": tuple(args.bands)}
@@ -66,4 +81,32 @@ def run(args: argparse.Namespace) -> int:
     if args.card is not None:
         paths["card"] = ev_mod.update_model_card(ev, args.card)
     print("\nwrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def run_classifier(args: argparse.Namespace) -> int:
+    """``drafts evaluate classifier``: the classifier on held-out harvested candidates."""
+    from drafts_ops.atomic import write_text_atomic
+    from drafts_ops.errors import ParameterError
+    from drafts_ops.ml import harvest
+    from drafts_ops.ml.inference import load_classifier
+
+    if args.examples < 1:
+        raise ParameterError(f"--examples {args.examples} must be >= 1")
+    seed = harvest.CLASSIFIER_VALIDATION_SEED if args.seed is None else args.seed
+    classifier = load_classifier(args.model)
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    pool = harvest.harvest(seed, args.examples, log=progress)
+    probs = harvest.classifier_probabilities(pool, classifier)
+    text = harvest.validate_classifier(pool, probs, seed=seed).markdown()
+    print(text)
+    paths = [write_text_atomic(args.out / "classifier_evaluation.md", text)]
+    if args.card is not None:
+        from drafts_ops.ml.card import with_section
+
+        paths.append(write_text_atomic(args.card, with_section(args.card.read_text(), text)))
+    print("wrote " + ", ".join(str(p) for p in paths))
     return 0

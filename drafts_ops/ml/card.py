@@ -13,6 +13,10 @@ from drafts_ops.ml.manifest import read_manifest
 #: Heading of the section written by ``drafts evaluate search`` (drafts_ops/evaluation.py);
 #: :func:`write_model_card` keeps it when it regenerates the rest of the card.
 SEARCH_SECTION = "## End-to-end search evaluation"
+#: Heading of the section written by ``drafts evaluate classifier`` (drafts_ops/ml/harvest.py).
+CLASSIFIER_SECTION = "## Classifier on search candidates"
+#: Sections measured by other commands, kept when the card is regenerated.
+KEPT_SECTIONS = (CLASSIFIER_SECTION, SEARCH_SECTION)
 
 
 def find_section(text: str, heading: str = SEARCH_SECTION) -> str | None:
@@ -169,7 +173,9 @@ def write_model_card(folder: Path, ev: Evaluation) -> Path:
         info["size_bytes"] = path.stat().st_size if path.exists() else 0
     text = model_card(manifest, ev)
     card = folder / "MODEL_CARD.md"
-    kept = find_section(card.read_text(encoding="utf-8")) if card.exists() else None
-    if kept is not None:  # the search-level evaluation is measured by another command
-        text = with_section(text, kept)
+    old = card.read_text(encoding="utf-8") if card.exists() else ""
+    for heading in KEPT_SECTIONS:  # measured by other commands
+        kept = find_section(old, heading)
+        if kept is not None:
+            text = with_section(text, kept)
     return write_text_atomic(card, text)

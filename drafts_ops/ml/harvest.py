@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from drafts_ops.ml import preprocess as pp
+from drafts_ops.ml.card import CLASSIFIER_SECTION
 
 #: Survey bands of the harvested observations (interleaved, so every band is in any pool).
 HARVEST_BANDS: tuple[str, ...] = ("gbt", "fast", "demo", "fast-raw")
@@ -218,8 +219,6 @@ class ClassifierValidation:
         return "\n".join(lines) + "\n"
 
 
-#: Model-card heading of :meth:`ClassifierValidation.markdown`.
-CLASSIFIER_SECTION = "## Classifier on search candidates"
 
 
 def _f(x: float) -> str:
