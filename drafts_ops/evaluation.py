@@ -577,15 +577,17 @@ def _keep(cand: Candidate, classified: bool) -> bool:
     return not classified or _prob(cand) >= CLASSIFIER_THRESHOLD
 
 
-def search_for_evaluation(
-    path: Path, out: Path, band: SurveyBand, detector: str, dm_max: float, **run: Any
-) -> Any:
+def search_for_evaluation(  # noqa: PLR0917
+    path: Path, out: Path, band: SurveyBand, detector: str, dm_max: float,
+    options: dict[str, Any] | None = None, **run: Any,
+) -> Any:  # fmt: skip
     """Search ``path`` as ``drafts search`` does in ``band`` (its decimation), without
-    ``.h5`` files and plots; ``run`` goes to :func:`~drafts_ops.pipeline.run_search`."""
+    ``.h5`` files and plots (``options``: other ``SearchConfig`` fields); ``run`` goes to
+    :func:`~drafts_ops.pipeline.run_search`."""
     from drafts_ops.pipeline import SearchConfig, run_search
 
     config = SearchConfig(detector=detector, dm_max=dm_max, write_h5=False, write_plots=False,
-                          **band.search_options())  # fmt: skip
+                          **band.search_options(), **(options or {}))  # fmt: skip
     return run_search(path, out, config, **run)
 
 

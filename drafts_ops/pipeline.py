@@ -96,6 +96,15 @@ class SearchConfig:
         Outlier threshold of the automatic mask, robust sigmas.
     zero_dm : bool
         Subtract the zero-DM series before dedispersion.
+    clip_pixels : float
+        Hold every normalised sample within this many sigmas (0 turns it off): bright
+        narrow-band RFI that no channel statistic catches (a signal drifting through the
+        band) then cannot raise the measured noise of every DM trial; a burst loses S/N
+        only where single samples of a single channel exceed it.
+    clip_impulses : float
+        Blank time samples whose mean over the channels is more than this many robust
+        sigmas from its median (broadband zero-DM impulses; 0 turns it off; see
+        ``preprocess.clip_impulses``).
     time_decimation, freq_decimation : int
         Average this many samples / channels before searching.
     decimate : bool
@@ -137,6 +146,8 @@ class SearchConfig:
     auto_mask: bool = True
     mask_threshold: float = 5.0
     zero_dm: bool = False
+    clip_pixels: float = 6.0
+    clip_impulses: float = 10.0
     time_decimation: int = 1
     freq_decimation: int = 1
     decimate: bool = False
@@ -182,6 +193,10 @@ class SearchConfig:
             object.__setattr__(self, "algorithm", "brute")  # the prototype has one algorithm
         if self.max_outputs < 0:
             problems.append(f"max_outputs = {self.max_outputs}")
+        for name in ("clip_pixels", "clip_impulses"):
+            value = getattr(self, name)
+            if not (value >= 0 and math.isfinite(value)):
+                problems.append(f"{name} = {value} (sigmas >= 0; 0 is off)")
         if problems:
             raise ParameterError("bad search configuration: " + "; ".join(problems))
 
@@ -499,7 +514,8 @@ def search_block(
         mask = decimate_mask(mask, cfg.freq_decimation)
     bad = prepare_block(data, nreal, prepared, method=cfg.norm_method, mask=mask,
                         auto=cfg.auto_mask, threshold=cfg.mask_threshold,
-                        zero_dm=cfg.zero_dm)  # fmt: skip
+                        zero_dm=cfg.zero_dm, clip_sigma=cfg.clip_impulses,
+                        clip_pixels=cfg.clip_pixels)  # fmt: skip
     if buffers.masked is None or buffers.masked.size != bad.size:
         buffers.masked, buffers.blocks = np.zeros(bad.size, np.int64), 0
     buffers.masked += bad

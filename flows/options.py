@@ -112,6 +112,17 @@ class SearchOptions(_Options):
         _default("max_width_samples"), ge=1, description="widest boxcar, samples"
     )
     zero_dm: bool = Field(_default("zero_dm"), description="subtract the zero-DM series")
+    clip_pixels: float = Field(
+        _default("clip_pixels"),
+        ge=0,
+        description="hold normalised samples within this many sigmas (0: off)",
+    )
+    clip_impulses: float = Field(
+        _default("clip_impulses"),
+        ge=0,
+        description="blank broadband impulses above this many "
+        "sigmas of the zero-DM series (0: off)",
+    )
     auto_mask: bool = Field(_default("auto_mask"), description="mask outlier channels")
     time_decimation: int = Field(_default("time_decimation"), ge=1, description="samples averaged")
     freq_decimation: int = Field(_default("freq_decimation"), ge=1, description="channels averaged")

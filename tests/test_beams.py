@@ -95,8 +95,9 @@ def test_coincidence_keeps_sky_bursts_and_flags_rfi():
 # -- a simulated 7-beam pointing through the survey --------------------------------------
 
 SEVEN = BeamLayout("seven", {b: p for b, p in LAYOUTS["fast19"].positions.items() if b <= 7})
+# impulse clipping off: the zero-DM impulse in every beam is what coincidence must flag
 SEARCH = SearchOptions(dm_max=600.0, snr_threshold=8.0, classify=False, write_h5=False,
-                       write_plots=False)  # fmt: skip
+                       write_plots=False, clip_impulses=0.0)  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,10 @@ def test_sidelobe_sign_follows_dedispersion():
         (7, 1000 - 3 * 41, 64, 8.0, 3): True,  # DM 350, early by 4 lag (within its width)
         (7, 1000 - 8 * 41, 64, 8.0, 3): False,  # far beyond the bow-tie
         (4, 980, 2, 20.0, 2): False,  # brighter than the response and narrow: its own burst
-        (4, 980, 2, 9.0, 2): True,  # as faint as the response: noise on the sidelobe
+        (4, 980, 2, 6.0, 2): True,  # as faint as the response: noise on the sidelobe
+        # narrow and above the response at its own boxcar (3.8 for 2 samples of a pulse
+        # smeared over ~30): a burst of its own, not the plateau
+        (4, 980, 2, 9.0, 2): False,
         (4, 960, 23, 30.0, 2): False,  # in the cone but far brighter than the response
     }
     for other, expected in cases.items():
@@ -84,16 +87,17 @@ def _search(tmp_path, bursts, block_size=100_000):
     return fof, merge_block_results(parts, plan)
 
 
-def _simulated(tmp_path, bursts, seed=5):
+def _simulated(tmp_path, bursts, seed=5, **options):
     """Search a 4 s, 256-channel (1200-1500 MHz, 512 us) simulation of ``bursts``
-    (t_s, dm, snr, width_s); returns FoF clusters and the merged candidates."""
+    (t_s, dm, snr, width_s) with ``SearchConfig`` ``options``; returns FoF clusters and the
+    merged candidates."""
     from drafts_ops.simulate import BurstSpec, SimulationConfig, write_simulation
 
     specs = tuple(BurstSpec(t_s=t, dm=dm, snr=snr, width_s=w) for t, dm, snr, w in bursts)
     cfg = SimulationConfig(nchans=256, fch1=1500 - 300 / 512, foff=-300 / 256, tsamp=512e-6,
                            duration_s=4.0, seed=seed, bursts=specs)  # fmt: skip
     path = write_simulation(tmp_path / "sim.fil", cfg)
-    plan = plan_search(path, SearchConfig(**{**FAST, "dm_max": 1500.0}))
+    plan = plan_search(path, SearchConfig(**{**FAST, "dm_max": 1500.0, **options}))
     parts = [search_segment(range(len(plan.blocks)), path, plan, tmp_path)]
     return merge_blocks([Giants.load(p) for p in parts], plan.config.links), merge_block_results(
         parts, plan
@@ -122,9 +126,20 @@ def test_bright_burst_gives_one_candidate(tmp_path):
     ],
 )
 def test_a_burst_inside_a_brighter_ones_cone_is_kept(tmp_path, bright, weak):
-    _, cands = _simulated(tmp_path, [bright, weak])
+    # impulse clipping off: the sidelobe model alone keeps the weaker burst
+    _, cands = _simulated(tmp_path, [bright, weak], clip_impulses=0.0)
     assert _found(cands, bright[0], bright[1]), cands
     assert _found(cands, weak[0], weak[1]), cands
+
+
+def test_a_zero_dm_impulse_is_blanked_and_the_burst_beside_it_found(tmp_path):
+    impulse, weak = (2.6, 0.0, 200.0, 1e-3), (2.45, 300.0, 11.0, 1e-3)
+    _, cands = _simulated(tmp_path, [impulse, weak])
+    assert _found(cands, weak[0], weak[1]), cands
+    assert not [c for c in cands if c.dm < 20], cands  # the impulse is gone, arms and all
+    (tmp_path / "kept").mkdir()
+    _, unclipped = _simulated(tmp_path / "kept", [impulse, weak], clip_impulses=0.0)
+    assert [c for c in unclipped if c.dm < 20 and c.snr > 100], unclipped
 
 
 @pytest.mark.parametrize("block_size", [100_000, 1000])

@@ -256,14 +256,10 @@ def test_tiny_evaluation_finds_both_bursts(tiny_evaluation, tmp_path):
         match = burst["classical_match"]
         assert abs(match["dm"] - burst["dm"]) < 15 and match["snr"] > 12
         assert burst["band"] == "tiny" and burst["bandwidth_fraction"] == 1.0
-    # the DM-0 impulses in the same file are found by the classical search, removed by
-    # the classifier, and blamed on the impulses
-    fps = ev.false_positives["tiny"]
-    assert fps["classical"] >= 1
-    assert fps["classical + classifier"] == 0
-    assert ev.fp_causes["classical"].get("impulsive", 0) == fps["classical"]
+    # the DM-0 impulses in the same file are blanked by the search: no false positives
+    assert ev.false_positives["tiny"] == dict.fromkeys(names, 0)
+    assert ev.fp_per_minute() == dict.fromkeys(names, 0.0)
     assert ev.minutes["tiny"] == pytest.approx(6000 * 1e-3 / 60)  # searched to the end
-    assert ev.fp_per_minute()["classical"] == pytest.approx(fps["classical"] / 0.1)
     paths = write_results(ev, tmp_path)
     saved = json.loads(paths["json"].read_text())
     assert saved["recall"][-1]["classical"] == 1.0 and len(saved["bursts"]) == 2

@@ -69,7 +69,8 @@ def test_harvested_candidates_are_labelled_by_the_truth(tmp_path):
     config = SimulationConfig(**band.simulation_fields(), duration_s=6.0, seed=12,
                               bursts=bursts, rfi=rfi)  # fmt: skip
     path = write_simulation(tmp_path / "tiny.fil", config)
-    pool = harvest_file(path, band, tmp_path, dm_max=300.0)
+    # impulse clipping off, so that the impulses give negatives
+    pool = harvest_file(path, band, tmp_path, dm_max=300.0, options={"clip_impulses": 0.0})
     assert len(pool) >= 3 and pool.freq_time.shape[1:] == (SIZE, SIZE)
     assert int(pool.labels.sum()) == 2  # one candidate per burst
     assert sorted(pool.injected_snr[pool.labels > 0].tolist()) == [25.0, 25.0]

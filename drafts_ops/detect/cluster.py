@@ -203,6 +203,9 @@ SIDELOBE_SLACK = 8
 SIDELOBE_SNR_FACTOR = 1.6
 SIDELOBE_SNR_MARGIN = 3.0
 SIDELOBE_WIDTH_FRACTION = 0.25
+#: Margin over the response at a head's own boxcar (:func:`response_at_width`): the
+#: brightest of a cluster's many giants rides about 3 sigma of noise above the response.
+OWN_WIDTH_MARGIN = 4.0
 
 
 def sidelobe_snr(
@@ -236,8 +239,9 @@ def plausible_sidelobe(  # noqa: PLR0917
 ) -> np.ndarray:  # fmt: skip
     """Whether detections of ``snr`` and boxcar ``width`` (samples), ``smear`` samples of DM
     sweep away from a burst of ``snr0`` and ``width0``, can be that burst's own response:
-    S/N within the predicted response (:func:`sidelobe_snr`) plus
-    :data:`SIDELOBE_SNR_MARGIN` (noise on the response itself), or at most
+    S/N within the predicted response (:func:`sidelobe_snr`, and
+    :func:`response_at_width` at the head's own boxcar) plus
+    :data:`SIDELOBE_SNR_MARGIN` (:data:`OWN_WIDTH_MARGIN`) for noise on the response, or at most
     :data:`SIDELOBE_SNR_FACTOR` times it plus the margin with a boxcar at least
     :data:`SIDELOBE_WIDTH_FRACTION` of the smeared width (capped at the widest boxcar): a
     real burst in the cone of a bright one or of an impulse is brighter, or brighter and
@@ -246,9 +250,25 @@ def plausible_sidelobe(  # noqa: PLR0917
     smeared = np.minimum(np.sqrt(float(width0) ** 2 + (np.asarray(smear) / density) ** 2),
                          max_width)  # fmt: skip
     snr = np.asarray(snr)
-    within = snr <= expected + SIDELOBE_SNR_MARGIN
+    at_own_width = response_at_width(snr0, width0, smear, width, density)
+    within = snr <= np.minimum(expected + SIDELOBE_SNR_MARGIN, at_own_width + OWN_WIDTH_MARGIN)
     wide = np.asarray(width) >= SIDELOBE_WIDTH_FRACTION * smeared
     return within | (wide & (snr <= SIDELOBE_SNR_FACTOR * expected + SIDELOBE_SNR_MARGIN))
+
+
+def response_at_width(
+    snr0: float, width0: float, smear: np.ndarray, width: np.ndarray, density: float = 1.0
+) -> np.ndarray:
+    """S/N of a burst (``snr0``, boxcar ``width0`` samples) smeared by ``smear`` samples, seen
+    through a boxcar of ``width`` samples: its flux spreads over ``W = sqrt(width0^2 +
+    (smear / density)^2)``, so a narrower boxcar collects ``snr0 sqrt(width0 width) / W``
+    and a wider one ``snr0 sqrt(width0 / width)``. A head far above this at its own width
+    is not the smeared response (e.g. a narrow burst on the long plateau a zero-DM impulse
+    leaves at high DM)."""
+    w0 = max(float(width0), 1.0)
+    w = np.maximum(np.asarray(width, np.float64), 1.0)
+    smeared = np.sqrt(w0**2 + (np.asarray(smear, np.float64) / max(density, 1.0)) ** 2)
+    return np.where(w < smeared, snr0 * np.sqrt(w0 * w) / smeared, snr0 * np.sqrt(w0 / w))
 
 
 def sweep_density(freqs_mhz: np.ndarray) -> float:

@@ -237,12 +237,14 @@ def channel_median_scale(data, nvalid, max_points, iqr):  # pragma: no cover - c
 
 
 @nb.njit(parallel=True, cache=True)
-def normalise_into(data, nvalid, offset, weight, out):  # pragma: no cover - compiled
-    """``out[c, t] = (data[c, t] - offset[c]) * weight[c]`` for ``t < nvalid``, 0 beyond.
+def normalise_into(data, nvalid, offset, weight, out, limit=np.inf):  # noqa: PLR0917
+    """``out[c, t] = (data[c, t] - offset[c]) * weight[c]`` for ``t < nvalid``, 0 beyond,
+    held within ``[-limit, limit]``.
 
     A masked channel has weight 0. ``data`` may be uint8/uint16/float32; ``out`` float32.
     """
     nchan, nt = out.shape
+    lim = np.float32(limit)
     for c in nb.prange(nchan):
         off = np.float32(offset[c])
         w = np.float32(weight[c])
@@ -250,9 +252,38 @@ def normalise_into(data, nvalid, offset, weight, out):  # pragma: no cover - com
             out[c, :] = 0.0
             continue
         for t in range(nvalid):
-            out[c, t] = (np.float32(data[c, t]) - off) * w
+            v = (np.float32(data[c, t]) - off) * w
+            out[c, t] = min(max(v, -lim), lim)
         for t in range(nvalid, nt):
             out[c, t] = 0.0
+
+
+@nb.njit(parallel=True, cache=True)
+def channel_mean_series(data, good, nvalid):  # pragma: no cover - compiled
+    """Mean over the ``good`` channels of ``data[:, t]`` for ``t < nvalid`` (float64)."""
+    nchan = data.shape[0]
+    series = np.zeros(nvalid, np.float64)
+    ngood = 0
+    for c in range(nchan):
+        if good[c]:
+            ngood += 1
+            row = data[c]
+            for t in nb.prange(nvalid):
+                series[t] += row[t]
+    if ngood > 0:
+        for t in range(nvalid):
+            series[t] /= ngood
+    return series
+
+
+@nb.njit(parallel=True, cache=True)
+def blank_samples(data, flagged):  # pragma: no cover - compiled
+    """Set ``data[:, t] = 0`` wherever ``flagged[t]``."""
+    nchan, nt = data.shape
+    for c in nb.prange(nchan):
+        for t in range(min(nt, flagged.size)):
+            if flagged[t]:
+                data[c, t] = 0.0
 
 
 @nb.njit(parallel=True, cache=True)

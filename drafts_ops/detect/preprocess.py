@@ -14,6 +14,8 @@ from typing import Literal
 import numpy as np
 
 from drafts_ops.detect.kernels import (
+    blank_samples,
+    channel_mean_series,
     channel_median_mad_u8,
     channel_median_scale,
     channel_moments,
@@ -268,6 +270,8 @@ def prepare_block(
     auto: bool = True,
     threshold: float = 5.0,
     zero_dm: bool = False,
+    clip_sigma: float = 0.0,
+    clip_pixels: float = 0.0,
 ) -> np.ndarray:
     """Normalise and mask ``data[:, :nvalid]`` into ``out`` (float32, zero beyond nvalid).
 
@@ -275,8 +279,13 @@ def prepare_block(
     dtype (uint8 / uint16 / float32, no float64 copy): per channel, median and robust sigma
     from :data:`NORM_POINTS` strided samples; the static ``mask`` or'ed with
     :func:`auto_mask` and with channels of zero spread, in pieces of :data:`NORM_CHUNK`
-    samples; masked channels become 0; optional zero-DM subtraction. Returns the channels
-    masked in any piece (True = bad).
+    samples; masked channels become 0; every normalised sample held within
+    ``±clip_pixels`` (when > 0: a bright narrow-band RFI pixel, e.g. of a signal drifting
+    through the band faster than channel statistics can see, then adds no more than a
+    noise outlier, while a burst keeps at least ``clip_pixels`` per pixel); broadband
+    impulses blanked (:func:`clip_impulses`, when ``clip_sigma`` > 0); optional zero-DM
+    subtraction. Returns the channels masked in
+    any piece (True = bad).
     """
     x = _as_block_any(data)
     if out.shape[0] != x.shape[0] or out.shape[1] < nvalid or out.dtype != np.float32:
@@ -296,14 +305,51 @@ def prepare_block(
         if auto and b - a > 1:
             bad |= auto_mask(piece, threshold)
         weight = np.where(bad, 0.0, 1.0 / np.where(stats[:, 1] > 0, stats[:, 1], 1.0))
-        normalise_into(piece, b - a, stats[:, 0], weight, out[:, a:b])
+        limit = clip_pixels if clip_pixels > 0 else np.inf
+        normalise_into(piece, b - a, stats[:, 0], weight, out[:, a:b], limit)
         bad_any |= bad
+        if clip_sigma > 0:
+            clip_impulses(out[:, a:b], ~bad, clip_sigma)
         if zero_dm and (~bad).any():
             series = out[~bad, a:b].mean(axis=0)
             out[~bad, a:b] -= series
         if b == nvalid:
             break
     return bad_any
+
+
+#: Samples blanked on each side of a clipped impulse.
+CLIP_MARGIN = 1
+
+
+def clip_impulses(normalised: np.ndarray, good: np.ndarray, sigma: float) -> np.ndarray:
+    """Blank (set to 0, the normalised median) every time sample where the mean over the
+    ``good`` channels of ``normalised [nchan, nt]`` lies more than ``sigma`` robust
+    standard deviations from its median, and :data:`CLIP_MARGIN` samples either side.
+
+    A broadband zero-DM impulse is tens to thousands of sigma in this mean; a dispersed
+    burst spreads over its sweep and stays far below (a burst at DM ~0 that bright is
+    clipped too: use ``clip_sigma=0`` for nearby pulsars). Without this, each impulse
+    leaves a seconds-long plateau across the high-DM trials that raises their measured
+    noise and hides the bursts there. Returns the flagged samples (True = blanked).
+    """
+    nt = normalised.shape[1]
+    if nt < 8 or not np.any(good):
+        return np.zeros(nt, bool)
+    series = channel_mean_series(normalised, np.asarray(good, np.bool_), nt)
+    median = float(np.median(series))
+    scale = 1.4826 * float(np.median(np.abs(series - median)))
+    if scale <= 0:
+        return np.zeros(nt, bool)
+    flagged = np.abs(series - median) > sigma * scale
+    if CLIP_MARGIN and flagged.any():
+        idx = np.flatnonzero(flagged)
+        for k in range(1, CLIP_MARGIN + 1):
+            flagged[np.clip(idx - k, 0, nt - 1)] = True
+            flagged[np.clip(idx + k, 0, nt - 1)] = True
+    if flagged.any():
+        blank_samples(normalised, flagged)
+    return flagged
 
 
 def channel_location_scale(

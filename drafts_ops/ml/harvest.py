@@ -98,8 +98,11 @@ def interleaved_observations(setup) -> list:
     return [obs[k] for k in range(rounds) for obs in by_band.values() if k < len(obs)]
 
 
-def harvest_file(path: Path, band, work: Path, dm_max: float) -> CandidatePool:
-    """Search one simulated file and turn each candidate's cutouts into an example."""
+def harvest_file(
+    path: Path, band, work: Path, dm_max: float, options: dict | None = None
+) -> CandidatePool:
+    """Search one simulated file (``options``: other ``SearchConfig`` fields) and turn each
+    candidate's cutouts into an example."""
     from drafts_ops.evaluation import (
         Band,
         fp_cause,
@@ -110,7 +113,8 @@ def harvest_file(path: Path, band, work: Path, dm_max: float) -> CandidatePool:
     from drafts_ops.pipeline import WORK_DIR, load_cutouts
 
     out = work / f"{path.stem}-harvest"
-    result = search_for_evaluation(path, out, band, "classical", dm_max, keep_intermediates=True)
+    result = search_for_evaluation(path, out, band, "classical", dm_max, options,
+                                   keep_intermediates=True)  # fmt: skip
     cands, plan = result.candidates, result.plan
     ft, dt = load_cutouts(out / WORK_DIR / "cutouts.npz" if cands else None)
     truth, rfi = truth_bursts(path)
@@ -217,8 +221,6 @@ class ClassifierValidation:
         lines += [f"| {r['lo']:g}-{r['hi']:g} | {r['n']} | {_f(r['mean_prob'])} | "
                   f"{_f(r['burst_fraction'])} |" for r in self.reliability]  # fmt: skip
         return "\n".join(lines) + "\n"
-
-
 
 
 def _f(x: float) -> str:
