@@ -78,3 +78,15 @@ def test_harvested_candidates_are_labelled_by_the_truth(tmp_path):
     assert negatives and set(negatives) == {"impulsive"}
     assert pool.bands == ["tiny"] * len(pool) and pool.files == 1
     assert not list(tmp_path.glob("tiny-harvest"))  # the search outputs are removed
+
+
+def test_harvest_cache_reads_back_the_same_pool(tmp_path):
+    from drafts_ops.ml.harvest import harvest
+
+    lines = []
+    first = harvest(3, 5, per_bin=1, cache=tmp_path, log=lines.append)
+    again = harvest(3, 5, per_bin=1, cache=tmp_path, log=lines.append)
+    assert lines[-1].startswith("harvest: reading") and len(first) >= 5
+    assert np.array_equal(first.freq_time, again.freq_time)
+    assert (first.causes, first.bands, first.files) == (again.causes, again.bands, again.files)
+    assert np.array_equal(first.labels, again.labels) and again.minutes == first.minutes

@@ -23,6 +23,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--pool", type=int, default=None, help="simulated examples to train on (default: full)"
     )
     p.add_argument(
+        "--pool-cache",
+        type=Path,
+        default=None,
+        help="classifier: folder that keeps the harvested candidates for the next run",
+    )
+    p.add_argument(
         "--evaluate",
         action="store_true",
         help="afterwards measure recall / false positives on a held-out set and write "
@@ -44,6 +50,10 @@ def run(args: argparse.Namespace) -> int:
         kwargs["steps"] = args.steps
     if args.pool is not None:
         kwargs["pool_size"] = args.pool
+    if args.pool_cache is not None:
+        if args.model != "classifier":
+            raise ParameterError("--pool-cache is for the classifier (harvested candidates)")
+        kwargs["pool_cache"] = args.pool_cache
     fn = train.train_detector if args.model == "detector" else train.train_classifier
     result = fn(**kwargs)
     print(

@@ -62,6 +62,28 @@ class CandidatePool:
     def __len__(self) -> int:
         return int(self.labels.size)
 
+    def save(self, path: str | Path) -> Path:
+        """Write the pool to ``path`` (``.npz``, atomically)."""
+        from drafts_ops.atomic import atomic_path
+
+        with atomic_path(Path(path)) as tmp, tmp.open("wb") as fh:
+            np.savez(fh, freq_time=self.freq_time, dm_time=self.dm_time, labels=self.labels,
+                     causes=np.array(self.causes, dtype=str), snr=self.snr,
+                     injected_snr=self.injected_snr, bands=np.array(self.bands, dtype=str),
+                     minutes=self.minutes, files=self.files)  # fmt: skip
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> CandidatePool:
+        """A pool written by :meth:`save`."""
+        with np.load(path) as npz:
+            return cls(
+                freq_time=npz["freq_time"], dm_time=npz["dm_time"], labels=npz["labels"],
+                causes=npz["causes"].tolist(), snr=npz["snr"],
+                injected_snr=npz["injected_snr"], bands=npz["bands"].tolist(),
+                minutes=float(npz["minutes"]), files=int(npz["files"]),
+            )  # fmt: skip
+
     @classmethod
     def concatenate(cls, parts: Sequence[CandidatePool]) -> CandidatePool:
         empty = np.empty((0, pp.CLASSIFIER_SIZE, pp.CLASSIFIER_SIZE), np.float32)
@@ -144,11 +166,21 @@ def harvest(
     *,
     per_bin: int = 100,
     work_dir: str | Path | None = None,
+    cache: str | Path | None = None,
     log: Callable[[str], None] = print,
 ) -> CandidatePool:
     """At least ``examples`` harvested candidates (fewer if the setup's files run out),
-    from the observations of :func:`harvest_setup` ``(seed, per_bin)`` in order."""
+    from the observations of :func:`harvest_setup` ``(seed, per_bin)`` in order.
+
+    ``cache``: a folder where the pool is kept (``harvest-<seed>-<examples>.npz``) and
+    read back by a later call with the same seed and size.
+    """
     from drafts_ops.simulate import write_simulation
+
+    cached = Path(cache) / f"harvest-{seed}-{examples}-{per_bin}.npz" if cache else None
+    if cached is not None and cached.exists():
+        log(f"harvest: reading {cached}")
+        return CandidatePool.load(cached)
 
     setup = harvest_setup(seed, per_bin)
     observations = interleaved_observations(setup)
@@ -169,7 +201,11 @@ def harvest(
             log(f"harvest {k + 1}/{len(observations)} ({band.name}): {len(part)} candidates, "
                 f"{int(part.labels.sum())} bursts; {count}/{examples} in "
                 f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
-    return CandidatePool.concatenate(parts)
+    pool = CandidatePool.concatenate(parts)
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        pool.save(cached)
+    return pool
 
 
 def balanced_indices(labels: np.ndarray, rng: np.random.Generator, size: int) -> np.ndarray:

@@ -205,6 +205,7 @@ def train_classifier(
     *,
     batch_size: int = 32,
     pool_size: int = 3000,
+    pool_cache: str | Path | None = None,
     log: Callable[[str], None] = print,
 ) -> TrainResult:
     """Train the burst classifier on candidates harvested from the search itself
@@ -212,7 +213,8 @@ def train_classifier(
     the same files, the search's own cutouts) and export ``out/classifier.onnx``.
 
     Batches are half bursts, half negatives; the DM-time input is blanked for
-    :data:`DM_TIME_DROPOUT` of the examples.
+    :data:`DM_TIME_DROPOUT` of the examples. ``pool_cache``: a folder that keeps the
+    harvested pool for the next run with the same seed and size.
     """
     from drafts_ops.ml.harvest import balanced_indices, harvest
     from drafts_ops.ml.models import ClassifierNet
@@ -220,7 +222,7 @@ def train_classifier(
     torch, dev = _setup(seed, device)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
-    pool = harvest(seed, pool_size, log=log)
+    pool = harvest(seed, pool_size, cache=pool_cache, log=log)
     labels = pool.labels
     t_data = time.perf_counter() - t0
     log(
