@@ -342,17 +342,28 @@ def miss_reason(  # noqa: PLR0917
 
 
 def on_burst_sweep(cand: Candidate, burst: InjectedBurst, band: Band) -> bool:
-    """Whether ``cand`` (at any DM) lies on the burst's dispersion sweep: the two sweeps
-    cross inside the band within the candidate's or the burst's width (a sidelobe or a
-    fragment of that burst)."""
+    """Whether ``cand`` (at any DM) can be the burst's own response: the two sweeps cross
+    inside the burst's emitting band within the candidate's or the burst's width, and the
+    candidate is no brighter than the burst's response there (the smear across its
+    emitting band; :func:`drafts_ops.detect.cluster.sidelobe_snr`, with the sidelobe
+    model's tolerance)."""
+    from drafts_ops.detect.cluster import SIDELOBE_SNR_FACTOR, SIDELOBE_SNR_MARGIN, sidelobe_snr
+
+    f_lo, f_hi = emission_band(burst, band)
     d_dm = cand.dm - burst.dm
     d_t = cand.tcand_s - burst.t_s
-    a = -d_dm * float(dispersion_delay_s(1.0, band.fmin_mhz, band.fmax_mhz))
-    off = max(min(a, 0.0) - d_t, 0.0) + max(d_t - max(a, 0.0), 0.0)
+    a = -d_dm * float(dispersion_delay_s(1.0, f_lo, band.fmax_mhz))
+    b = -d_dm * float(dispersion_delay_s(1.0, f_hi, band.fmax_mhz))
+    off = max(min(a, b) - d_t, 0.0) + max(d_t - max(a, b), 0.0)
     width = max(
         cand.width_s, burst.boxcar_width_s, burst.width_s, MIN_TIME_TOL_SAMPLES * band.tsamp
     )
-    return off <= width and cand.snr <= burst.snr * 1.5
+    if off > width:
+        return False
+    smear = float(dispersion_delay_s(abs(d_dm), f_lo, f_hi)) / band.tsamp
+    w0 = max(burst.boxcar_width_s, burst.width_s, band.tsamp) / band.tsamp
+    response = float(sidelobe_snr(burst.snr, w0, smear, max(w0, 64.0)))
+    return cand.snr <= SIDELOBE_SNR_FACTOR * response + SIDELOBE_SNR_MARGIN
 
 
 # -- simulated observations --------------------------------------------------------------

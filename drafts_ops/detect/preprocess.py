@@ -318,14 +318,28 @@ def prepare_block(
     return bad_any
 
 
-#: Samples blanked on each side of a clipped impulse.
+#: Samples blanked on each side of a clipped impulse, after growing it over the samples
+#: next to it that still lie more than :data:`CLIP_EXTEND_SIGMA` robust sigmas out (its
+#: wings: a 5 ms impulse is tens of samples wide, and its wings alone make DM-0 candidates).
 CLIP_MARGIN = 1
+CLIP_EXTEND_SIGMA = 2.0
+
+
+def _grow(core: np.ndarray, wide: np.ndarray) -> np.ndarray:
+    """``core`` grown over the contiguous runs of ``wide`` that touch it."""
+    grown = core.copy()
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], wide.astype(np.int8), [0]])))
+    for start, stop in zip(edges[::2], edges[1::2], strict=True):  # runs of ``wide``
+        if core[start:stop].any():
+            grown[start:stop] = True
+    return grown
 
 
 def clip_impulses(normalised: np.ndarray, good: np.ndarray, sigma: float) -> np.ndarray:
     """Blank (set to 0, the normalised median) every time sample where the mean over the
     ``good`` channels of ``normalised [nchan, nt]`` lies more than ``sigma`` robust
-    standard deviations from its median, and :data:`CLIP_MARGIN` samples either side.
+    standard deviations from its median, with the wings around it (down to
+    :data:`CLIP_EXTEND_SIGMA`) and :data:`CLIP_MARGIN` samples either side.
 
     A broadband zero-DM impulse is tens to thousands of sigma in this mean; a dispersed
     burst spreads over its sweep and stays far below (a burst at DM ~0 that bright is
@@ -341,8 +355,10 @@ def clip_impulses(normalised: np.ndarray, good: np.ndarray, sigma: float) -> np.
     scale = 1.4826 * float(np.median(np.abs(series - median)))
     if scale <= 0:
         return np.zeros(nt, bool)
-    flagged = np.abs(series - median) > sigma * scale
-    if CLIP_MARGIN and flagged.any():
+    deviation = np.abs(series - median)
+    flagged = deviation > sigma * scale
+    if flagged.any():  # grow each impulse over its wings, then a margin
+        flagged = _grow(flagged, deviation > CLIP_EXTEND_SIGMA * scale)
         idx = np.flatnonzero(flagged)
         for k in range(1, CLIP_MARGIN + 1):
             flagged[np.clip(idx - k, 0, nt - 1)] = True
