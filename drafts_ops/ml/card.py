@@ -126,9 +126,17 @@ and automatic channel masking) before dedispersion or cutting out.
   rule (half) or 48-256 uniform steps (half), reference dedisperser; 0-2 bursts per
   block, each RFI kind with probability 1/4; random 128-column crops; CenterNet focal
   loss on Gaussian heatmaps (sigma 1 cell) + L1 offset loss.
-* classifier: {clf_pool} candidate cutouts from `drafts_ops.detect.cutouts` (50% bursts
-  at a search's jittered DM / time / width; 50% noise, persistent, impulsive and
-  drifting RFI triggers); binary cross-entropy.
+* classifier (`drafts_ops/ml/harvest.py`, not the 64-channel blocks above): {clf_pool}
+  candidates *found by the search itself* in simulated survey observations (FAST-like 1024
+  ch 196.608 us, GBT-like 336 ch 1.27 ms, demo-like 256 ch 512 us, FAST raw 4096 ch
+  49.152 us searched x8 x8; 8-bit; bursts and every RFI kind in the same files, bursts
+  0.2 s + exponential (mean 1 s) apart over DM 20-2900, FWHM 0.1-20 ms, 30% scattered,
+  30% band-limited down to 10% of the band; searched to DM 3000 with each band's
+  decimation), each with the cutouts the search made for it (`make_cutouts`, searched
+  resolution); a candidate matching an injected burst is a positive, every other one a
+  negative of its cause (burst fragments / sidelobes, impulses, drifting signals,
+  persistent channels, noise); batches half bursts, half negatives; binary
+  cross-entropy.
 * AdamW (lr 3e-3, one-cycle), batch 16 (detector) / 32 (classifier), one CPU thread.
   Reproduce with `drafts train detector` and `drafts train classifier`
   (`--seed`, `--steps`, `--pool`; `--evaluate` rewrites this card).
@@ -159,9 +167,11 @@ Mean recall over the S/N >= 8 bins: {at8_text}
 
 ## Limits
 
-Trained on simulated Gaussian noise with simple RFI models and 64-channel L-band-like
-setups; real data with other RFI, bandpass ripples or very different bands may behave
-differently. The classifier's probability is not calibrated on real data.
+Trained on simulated Gaussian noise with simple RFI models: the detector on 64-channel
+L-band-like setups, the classifier on the survey bands above; real data with other RFI,
+bandpass ripples or very different bands may behave differently. The classifier's
+probability is calibrated on held-out simulated candidates only (section "Classifier on
+search candidates"), not on real data.
 """
 
 

@@ -204,13 +204,17 @@ def train_classifier(
     device: str = "cpu",
     *,
     batch_size: int = 32,
-    pool_size: int = 3000,
+    pool_size: int = 2000,
+    synthetic_size: int | None = None,
     pool_cache: str | Path | None = None,
     log: Callable[[str], None] = print,
 ) -> TrainResult:
     """Train the burst classifier on candidates harvested from the search itself
     (:func:`drafts_ops.ml.harvest.harvest`: the survey bands, bursts and every RFI kind in
-    the same files, the search's own cutouts) and export ``out/classifier.onnx``.
+    the same files, the search's own cutouts), plus ``synthetic_size`` (default half of
+    ``pool_size``) synthetic cutouts (:func:`synthetic_pool`: pure noise and RFI at places
+    no search candidate lies, so that the classifier does not call everything unfamiliar a
+    burst), and export ``out/classifier.onnx``.
 
     Batches are half bursts, half negatives; the DM-time input is blanked for
     :data:`DM_TIME_DROPOUT` of the examples. ``pool_cache``: a folder that keeps the
@@ -223,15 +227,20 @@ def train_classifier(
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     pool = harvest(seed, pool_size, cache=pool_cache, log=log)
-    labels = pool.labels
+    n_synthetic = pool_size // 2 if synthetic_size is None else synthetic_size
+    ft_s, dt_s, y_s = synthetic_pool(seed, n_synthetic, pool_cache)
+    ft = np.concatenate([pool.freq_time, ft_s]).astype(np.float32)
+    dt = np.concatenate([pool.dm_time, dt_s]).astype(np.float32)
+    labels = np.concatenate([pool.labels, y_s]).astype(np.float32)
     t_data = time.perf_counter() - t0
     log(
-        f"classifier: {len(labels)} search candidates ({int(labels.sum())} bursts) from "
-        f"{pool.files} files, {pool.minutes:.1f} min of data, in {t_data:.1f} s"
+        f"classifier: {len(pool)} search candidates ({int(pool.labels.sum())} bursts) from "
+        f"{pool.files} files, {pool.minutes:.1f} min of data, and {len(y_s)} synthetic "
+        f"cutouts ({int(y_s.sum())} bursts), in {t_data:.1f} s"
     )
-    ft_all = torch.from_numpy(pool.freq_time[:, None].astype(np.float32))
-    dt_all = torch.from_numpy(pool.dm_time[:, None].astype(np.float32))
-    y_all = torch.from_numpy(labels.astype(np.float32))
+    ft_all = torch.from_numpy(ft[:, None])
+    dt_all = torch.from_numpy(dt[:, None])
+    y_all = torch.from_numpy(labels)
 
     net = ClassifierNet().to(dev)
     opt = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-4)
@@ -260,6 +269,32 @@ def train_classifier(
         loss=loss_avg,
         log=log,
     )
+
+
+def synthetic_pool(
+    seed: int, n: int, cache: str | Path | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` synthetic 64-channel classifier examples (:func:`drafts_ops.ml.data.
+    classifier_pool`: bursts at a search's jittered position, and noise, persistent,
+    impulsive and drifting RFI cutouts placed where no search candidate would be), kept
+    in ``cache`` (a folder) when given."""
+    from drafts_ops.ml import data
+
+    path = Path(cache) / f"synthetic-{seed}-{n}.npz" if cache else None
+    if path is not None and path.exists():
+        with np.load(path) as npz:
+            return npz["freq_time"], npz["dm_time"], npz["labels"]
+    if n <= 0:
+        empty = np.empty((0, pp.CLASSIFIER_SIZE, pp.CLASSIFIER_SIZE), np.float32)
+        return empty, empty, np.empty(0, np.float32)
+    ft, dt, labels = data.classifier_pool(np.random.default_rng([seed, 1]), n)
+    if path is not None:
+        from drafts_ops.atomic import atomic_path
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp, tmp.open("wb") as fh:
+            np.savez(fh, freq_time=ft, dm_time=dt, labels=labels)
+    return ft, dt, labels
 
 
 def _finish(kind, path, *, pool_size, net, steps, seed, t_data, t_train, loss, log) -> TrainResult:
