@@ -367,7 +367,7 @@ BAND_LIMITED_FRACTION = 0.6
 #: Narrowest emitting band (fraction of the band) assumed before the spectrum is measured.
 NARROWEST_EMISSION = 0.1
 #: Faintest burst whose spectrum is measured (its spectrum must stand out of the noise).
-SPECTRUM_MIN_SNR = 10.0
+SPECTRUM_MIN_SNR = 8.0
 
 
 def _crossing_window(d_dm: np.ndarray, f_lo: float, f_hi: float, f_top: float, tsamp: float):
