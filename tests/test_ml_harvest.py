@@ -90,3 +90,17 @@ def test_harvest_cache_reads_back_the_same_pool(tmp_path):
     assert np.array_equal(first.freq_time, again.freq_time)
     assert (first.causes, first.bands, first.files) == (again.causes, again.bands, again.files)
     assert np.array_equal(first.labels, again.labels) and again.minutes == first.minutes
+
+
+def test_cli_evaluate_classifier_writes_its_tables(tmp_path, capsys):
+    from drafts_ops.cli import build_parser
+
+    card = tmp_path / "CARD.md"
+    card.write_text("# Card\n\n## Limits\n\nsome\n")
+    args = build_parser().parse_args(["evaluate", "classifier", "--examples", "5", "--seed", "3",
+                                      "--out", str(tmp_path), "--card", str(card)])  # fmt: skip
+    assert args.func(args) == 0
+    text = (tmp_path / "classifier_evaluation.md").read_text()
+    assert text.startswith("## Classifier on search candidates") and "| injected S/N |" in text
+    assert "Held-out seed 3:" in text and "## Classifier on search candidates" in card.read_text()
+    assert card.read_text().index("## Classifier") < card.read_text().index("## Limits")
