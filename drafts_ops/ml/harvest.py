@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -307,8 +307,3 @@ def classifier_probabilities(pool: CandidatePool, classifier=None) -> np.ndarray
 
         classifier = load_classifier()
     return np.asarray(classifier.predict_prepared(pool.freq_time, pool.dm_time), np.float64)
-
-
-def with_bands(setup, bands: Sequence[str]):
-    """``setup`` searching only ``bands``."""
-    return replace(setup, bands=tuple(bands))
