@@ -105,13 +105,15 @@ def channel_statistics(data: np.ndarray, nvalid: int | None = None) -> dict[str,
     """
     x = _as_block_any(data)
     m = x.shape[1] if nvalid is None else int(nvalid)
-    moments = channel_moments(x, m)
-    mean, std, kurt = moments[:, 0], moments[:, 1], moments[:, 2]
     pieces = KURTOSIS_PIECES if m >= KURTOSIS_PIECES * KURTOSIS_MIN_SAMPLES else 1
-    if pieces > 1:
-        edges = np.linspace(0, m, pieces + 1).astype(np.int64)
-        kurt = np.median(np.stack([channel_moments(x[:, a:b], b - a)[:, 2]
-                                   for a, b in itertools.pairwise(edges)]), axis=0)  # fmt: skip
+    edges = np.linspace(0, m, pieces + 1).astype(np.int64)
+    parts = [channel_moments(x[:, a:b], b - a) for a, b in itertools.pairwise(edges)]
+    sizes = np.diff(edges).astype(np.float64)[:, None]
+    part_mean = np.stack([q[:, 0] for q in parts])  # one pass: whole-data moments combined
+    part_square = np.stack([q[:, 1] ** 2 for q in parts]) + part_mean**2
+    mean = (sizes * part_mean).sum(axis=0) / m
+    std = np.sqrt(np.maximum((sizes * part_square).sum(axis=0) / m - mean**2, 0.0))
+    kurt = np.median(np.stack([q[:, 2] for q in parts]), axis=0)
     s1, s2 = m * mean, m * (std**2 + mean**2)
     with np.errstate(divide="ignore", invalid="ignore"):
         sk = np.where(s1 != 0, (m + 1.0) / max(m - 1.0, 1.0) * (m * s2 / s1**2 - 1.0), 0.0)
