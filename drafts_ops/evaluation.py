@@ -351,14 +351,11 @@ def on_burst_sweep(cand: Candidate, burst: InjectedBurst, band: Band) -> bool:
 
     f_lo, f_hi = emission_band(burst, band)
     d_dm = cand.dm - burst.dm
-    d_t = cand.tcand_s - burst.t_s
-    a = -d_dm * float(dispersion_delay_s(1.0, f_lo, band.fmax_mhz))
-    b = -d_dm * float(dispersion_delay_s(1.0, f_hi, band.fmax_mhz))
-    off = max(min(a, b) - d_t, 0.0) + max(d_t - max(a, b), 0.0)
     width = max(
         cand.width_s, burst.boxcar_width_s, burst.width_s, MIN_TIME_TOL_SAMPLES * band.tsamp
     )
-    if off > width:
+    crossing = MatchWindow(t_tol=width, dm_tol=np.inf, f_lo=f_lo, f_hi=f_hi)  # any DM error
+    if match_distance(burst, crossing, band, np.array([cand.tcand_s]), np.array([cand.dm]))[0] > 1:
         return False
     smear = float(dispersion_delay_s(abs(d_dm), f_lo, f_hi)) / band.tsamp
     w0 = max(burst.boxcar_width_s, burst.width_s, band.tsamp) / band.tsamp
