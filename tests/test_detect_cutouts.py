@@ -97,3 +97,40 @@ def test_real_pulse_matches_fetch_file(real_data):
         assert abs(int(ft.mean(axis=1).argmax()) - fetch_peak) <= 1
         row, col = np.unravel_index(int(dt.argmax()), dt.shape)
         assert abs(row - 127) <= 3 and abs(col - fetch_peak) <= 1
+
+
+@pytest.mark.parametrize(("dm", "sample", "width"), [(300.0, 700, 1), (300.0, 900, 8),
+                                                     (120.0, 40, 16), (40.0, 1950, 6)])  # fmt: skip
+def test_cutouts_equal_the_dedispersed_series_decimated(rng, dm, sample, width):
+    """The strided computation equals its definition: the normalised window dedispersed at
+    every sample by the production operator, then averaged over the decimation factor (also
+    where the window runs off either end of the data)."""
+    from drafts_ops.dedisp.operator import dedisperse
+    from drafts_ops.dedisp.plan import DMPlan
+    from drafts_ops.detect.cutouts import CUTOUT_STATS_SAMPLES, cutout_pair
+
+    data = (rng.normal(size=(FREQS.size, 2000)) * rng.uniform(1, 9, (FREQS.size, 1))).astype(
+        np.float32
+    )
+    mask = np.zeros(FREQS.size, bool)
+    mask[5:9] = True
+    ft, dt = cutout_pair(data, FREQS, TSAMP, dm, sample, width, size=64, chan_mask=mask)
+    factor = time_decimation_factor(width)
+    nwin, start = 64 * factor, sample - 32 * factor
+    plan = DMPlan.build(np.linspace(0.0, 2 * dm, 64), FREQS, TSAMP)
+    span = nwin + plan.max_delay
+    lo, hi = max(start, 0), min(start + span, data.shape[1])
+    head = data[:, lo : min(lo + CUTOUT_STATS_SAMPLES, hi)].astype(np.float64)
+    med = np.median(head, axis=1)
+    sigma = 1.482602218505602 * np.median(np.abs(head - med[:, None]), axis=1)
+    window = np.zeros((FREQS.size, span), np.float32)
+    window[:, lo - start : hi - start] = (data[:, lo:hi] - med[:, None]) / sigma[:, None]
+    window[mask] = 0.0
+    series = dedisperse(window, plan, mode="production", algorithm="brute")[:, :nwin]
+    expected_dt = series.reshape(64, 64, factor).mean(axis=2)
+    expected_dt = (expected_dt - expected_dt.mean()) / expected_dt.std()
+    np.testing.assert_allclose(dt, expected_dt, atol=2e-4)
+    delays = delay_table(np.array([dm]), FREQS, TSAMP)[0]
+    shifted = np.stack([window[c, d : d + nwin] for c, d in enumerate(delays)])
+    waterfall = shifted.reshape(FREQS.size, 64, factor).mean(axis=2).T  # 64 channels: no rebin
+    np.testing.assert_allclose(ft, (waterfall - waterfall.mean()) / waterfall.std(), atol=2e-4)

@@ -11,18 +11,23 @@ fills a few pixels of a ``size``-pixel time axis.
 * :func:`dm_time_cutout` → ``[ndm (DM), size (time)]``, the band-summed series at ``ndm``
   DMs from 0 to ``2 * dm`` (FETCH's ``data_dm_time``, labels ``dm, time``).
 
-Each channel is normalised (median, IQR) over the window first; each image is returned
+Each channel is normalised (median, MAD) over the window first; each image is returned
 with zero mean and unit standard deviation, float32. Samples outside ``data`` are padded
 with the channel median. :func:`cutout_span` gives the raw samples a caller must read.
+
+Both images are computed in one pass over the window, a chunk of channels at a time, each
+channel read only as far as its own largest delay: the images equal the window
+dedispersed at every sample and then averaged over ``factor`` samples, but only the
+samples the decimation keeps are formed (from running ``factor``-sample sums), so the cost
+does not grow with ``factor`` and no float copy of the whole window exists.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from drafts_ops.dedisp.operator import dedisperse
-from drafts_ops.dedisp.plan import DMPlan, delay_table
-from drafts_ops.detect.kernels import normalise_into
+from drafts_ops.dedisp.plan import delay_table
+from drafts_ops.detect.kernels import normalised_phased_sums, strided_dedisperse, strided_shift
 from drafts_ops.detect.preprocess import channel_location_scale
 from drafts_ops.errors import ParameterError
 
@@ -67,7 +72,6 @@ def freq_time_cutout(  # noqa: PLR0917
     size: int = CUTOUT_SIZE,
     *,
     chan_mask: np.ndarray | None = None,
-    normalised: bool = False,
 ) -> np.ndarray:
     """Dedispersed waterfall around a candidate, ``[size (time), size (frequency)]`` float32.
 
@@ -89,21 +93,8 @@ def freq_time_cutout(  # noqa: PLR0917
         Pixels on each axis.
     chan_mask : ndarray [nchan] of bool, optional
         True for channels to blank (set to zero after normalisation).
-    normalised : bool
-        ``data`` is already the normalised window starting at the cutout's first sample
-        (as :func:`cutout_pair` passes it).
     """
-    _check(freqs_mhz, tsamp, dm, width_samples, size)
-    freqs = np.asarray(freqs_mhz, dtype=np.float64)
-    factor, nwin, start = _frame(sample, width_samples, size)
-    delays = delay_table(np.array([float(dm)]), freqs, tsamp)[0]
-    chunk = data if normalised else _window(data, start, nwin + int(delays.max()), chan_mask)
-    index = delays[:, None].astype(np.int64) + np.arange(nwin)[None, :]
-    dedispersed = np.take_along_axis(chunk, index, axis=1)  # [nchan, nwin]
-    decimated = dedispersed.reshape(dedispersed.shape[0], size, factor).mean(axis=2)
-    order = np.argsort(-freqs, kind="stable")  # highest frequency first
-    rebinned = _rebin_matrix(freqs.size, size) @ decimated[order]  # [size freq, size time]
-    return _standardise(rebinned.T)
+    return _cutouts(data, freqs_mhz, tsamp, dm, sample, width_samples, size, 0, chan_mask)[0]
 
 
 def dm_time_cutout(  # noqa: PLR0917
@@ -117,25 +108,15 @@ def dm_time_cutout(  # noqa: PLR0917
     *,
     ndm: int = CUTOUT_SIZE,
     chan_mask: np.ndarray | None = None,
-    normalised: bool = False,
 ) -> np.ndarray:
     """Band-summed series at ``ndm`` DMs from 0 to ``2 * dm``: ``[ndm, size]`` float32.
 
     Arguments as in :func:`freq_time_cutout`. Row ``i`` is DM ``2 * dm * i / (ndm - 1)``; the
     candidate sits near row ``ndm // 2`` and column ``size // 2``.
     """
-    _check(freqs_mhz, tsamp, dm, width_samples, size)
     if ndm < 2:
         raise ParameterError(f"a DM-time cutout needs at least 2 DM rows, got {ndm}")
-    freqs = np.asarray(freqs_mhz, dtype=np.float64)
-    factor, nwin, start = _frame(sample, width_samples, size)
-    plan = DMPlan.build(np.linspace(0.0, 2.0 * float(dm), ndm), freqs, tsamp)
-    if normalised:
-        chunk = np.ascontiguousarray(data[:, : nwin + plan.max_delay], dtype=np.float32)
-    else:
-        chunk = _window(data, start, nwin + plan.max_delay, chan_mask)
-    series = dedisperse(chunk, plan, mode="production")[:, :nwin]  # [ndm, nwin]
-    return _standardise(series.reshape(ndm, size, factor).mean(axis=2))
+    return _cutouts(data, freqs_mhz, tsamp, dm, sample, width_samples, size, ndm, chan_mask)[1]
 
 
 def cutout_pair(  # noqa: PLR0917
@@ -149,18 +130,69 @@ def cutout_pair(  # noqa: PLR0917
     *,
     chan_mask: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Both FETCH cutouts ``(freq_time, dm_time)`` of one candidate, the data window read
-    and normalised once (arguments as :func:`freq_time_cutout`)."""
+    """Both FETCH cutouts ``(freq_time, dm_time)`` of one candidate from one pass over the
+    data window (arguments as :func:`freq_time_cutout`)."""
+    return _cutouts(data, freqs_mhz, tsamp, dm, sample, width_samples, size, size, chan_mask)
+
+
+#: Floats of normalised window one chunk of channels of :func:`_cutouts` holds at a time.
+CHUNK_FLOATS = 2 * 1024**2
+
+
+def _cutouts(  # noqa: PLR0917
+    data: np.ndarray, freqs_mhz: np.ndarray, tsamp: float, dm: float, sample: int,
+    width_samples: int, size: int, ndm: int, chan_mask: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+    """``(freq_time, dm_time or None)``, the DM-time image only when ``ndm > 0``.
+
+    Each channel is read only as far as its own largest delay needs, a chunk of channels
+    at a time: normalised, each sample replaced by the sum of the ``factor`` samples from
+    it on (phase-major, :func:`~drafts_ops.detect.kernels.normalised_phased_sums`), then
+    shifted by its delay at every DM row and added up only at the ``size`` decimated
+    samples the image keeps (:func:`~drafts_ops.detect.kernels.strided_dedisperse`): the
+    dedispersed series averaged over ``factor`` samples, exactly, at a ``factor``-th of
+    the cost and without a float copy of the whole window.
+    """
     _check(freqs_mhz, tsamp, dm, width_samples, size)
+    data = np.asarray(data)
+    if data.ndim != 2:
+        raise ParameterError(f"cutouts need data [nchan, nt], got shape {data.shape}")
     freqs = np.asarray(freqs_mhz, dtype=np.float64)
-    _, nwin, start = _frame(sample, width_samples, size)
-    span = nwin + int(delay_table(np.array([2.0 * dm]), freqs, tsamp).max())
-    window = _window(data, start, span, chan_mask)
-    offset = nwin // 2  # the candidate's sample inside the window
-    return (
-        freq_time_cutout(window, freqs, tsamp, dm, offset, width_samples, size, normalised=True),
-        dm_time_cutout(window, freqs, tsamp, dm, offset, width_samples, size, normalised=True),
-    )
+    factor, nwin, start = _frame(sample, width_samples, size)
+    ft_delays = delay_table(np.array([float(dm)]), freqs, tsamp)[0]
+    dm_rows = np.linspace(0.0, 2.0 * float(dm), ndm) if ndm else np.array([float(dm)])
+    dt_delays = delay_table(dm_rows, freqs, tsamp)
+    lengths = -(-(nwin + dt_delays.max(axis=0).astype(np.int64)) // factor) * factor
+    offset, weight = _channel_scaling(data, start, start + nwin + int(dt_delays.max()), chan_mask)
+    lo = max(start, 0)
+    piece = data[:, lo : max(min(start + int(lengths.max()), data.shape[1]), lo)]
+    nchan = freqs.size
+    waterfall = np.empty((nchan, size), np.float32)
+    dm_time = np.zeros((ndm, size), np.float32)
+    scratch = np.empty(max(CHUNK_FLOATS, int(lengths.max())), np.float32)
+    for c0, c1 in _chunks(lengths, scratch.size):
+        rows = np.concatenate([[0], np.cumsum(lengths[c0:c1])])
+        normalised_phased_sums(piece[c0:c1], lo - start, offset[c0:c1], weight[c0:c1],
+                               factor, rows, scratch)  # fmt: skip
+        strided_shift(scratch, rows, ft_delays[c0:c1], factor, waterfall[c0:c1])
+        if ndm:
+            strided_dedisperse(scratch, rows, dt_delays[:, c0:c1], factor, dm_time)
+    order = np.argsort(-freqs, kind="stable")  # highest frequency first
+    rebinned = _rebin_matrix(nchan, size) @ waterfall[order]  # [size freq, size time]
+    return _standardise(rebinned.T), (_standardise(dm_time) if ndm else None)
+
+
+def _chunks(lengths: np.ndarray, capacity: int) -> list[tuple[int, int]]:
+    """Consecutive channel ranges whose ``lengths`` add up to at most ``capacity`` (one
+    channel at least)."""
+    ends = np.cumsum(lengths)
+    chunks, c0 = [], 0
+    while c0 < len(lengths):
+        base = ends[c0 - 1] if c0 else 0
+        c1 = max(int(np.searchsorted(ends, base + capacity, side="right")), c0 + 1)
+        chunks.append((c0, c1))
+        c0 = c1
+    return chunks
 
 
 def _frame(sample: int, width_samples: int, size: int) -> tuple[int, int, int]:
@@ -183,33 +215,26 @@ def _check(freqs_mhz, tsamp: float, dm: float, width_samples: int, size: int) ->
         raise ParameterError(f"cutout size = {size} must be >= 2")
 
 
-def _window(data: np.ndarray, start: int, length: int, chan_mask: np.ndarray | None) -> np.ndarray:
-    """``data[:, start:start + length]`` as float32, per channel normalised; pads with 0.
-
-    Median and MAD-sigma per channel from the first :data:`CUTOUT_STATS_SAMPLES` samples of the
-    window (contiguous: cheap on a long window), read in the data's own dtype; masked
-    channels become 0; padding equals the channel median (0).
-    """
-    data = np.asarray(data)
-    if data.ndim != 2:
-        raise ParameterError(f"cutouts need data [nchan, nt], got shape {data.shape}")
+def _channel_scaling(
+    data: np.ndarray, start: int, stop: int, chan_mask: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel ``(offset, weight)`` that normalise the window ``[start, stop)``: median
+    and 1 / MAD-sigma from the first :data:`CUTOUT_STATS_SAMPLES` samples of it that exist,
+    read in the data's own dtype; weight 0 for masked or constant channels (padding equals
+    the median, 0)."""
     nchan, nt = data.shape
     mask = np.zeros(nchan, bool) if chan_mask is None else np.asarray(chan_mask, dtype=bool)
     if mask.shape != (nchan,):
         raise ParameterError(f"channel mask of shape {mask.shape} does not fit {nchan} channels")
-    lo, hi = max(start, 0), min(start + length, nt)
-    out = np.empty((nchan, length), dtype=np.float32)
-    out[:, : max(lo - start, 0)] = 0.0
-    out[:, max(hi - start, 0) :] = 0.0
-    if hi > lo:
-        piece = data[:, lo:hi]
-        if piece.dtype not in (np.uint8, np.uint16, np.float32):
-            piece = piece.astype(np.float32)
-        head = np.ascontiguousarray(piece[:, :CUTOUT_STATS_SAMPLES])
-        stats = channel_location_scale(head, head.shape[1], "mad")
-        weight = np.where(mask | (stats[:, 1] <= 0), 0.0, 1.0 / np.maximum(stats[:, 1], 1e-30))
-        normalise_into(piece, hi - lo, stats[:, 0], weight, out[:, lo - start : hi - start])
-    return out
+    lo = max(start, 0)
+    head = np.ascontiguousarray(data[:, lo : max(lo, min(lo + CUTOUT_STATS_SAMPLES, stop, nt))])
+    if head.shape[1] == 0:
+        return np.zeros(nchan), np.zeros(nchan)
+    if head.dtype not in (np.uint8, np.uint16, np.float32):
+        head = head.astype(np.float32)
+    stats = channel_location_scale(head, head.shape[1], "mad")
+    bad = mask | (stats[:, 1] <= 0)
+    return stats[:, 0], np.where(bad, 0.0, 1.0 / np.maximum(stats[:, 1], 1e-30))
 
 
 def _rebin_matrix(nin: int, nout: int) -> np.ndarray:

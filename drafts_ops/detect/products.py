@@ -4,8 +4,11 @@ resolution and shared by the classifier, the ``.h5`` writer and the PNG.
 The window is read through the search's own reader path
 (:func:`drafts_ops.pipeline.read_searched`): raw samples, averaged to the searched time and
 frequency resolution before any float copy, so a 4096-channel file searched at x8 x8
-decimation costs 64 times less than its raw resolution would. The DM–time cutout goes
-through the production operator (:func:`~drafts_ops.detect.cutouts.dm_time_cutout`).
+decimation costs 64 times less than its raw resolution would; a decimating search's kept
+samples are read as a view of their file. Both images are computed a chunk of channels at
+a time, each channel only as far as its own delay needs, and the DM-time image only at the
+decimated samples it keeps (:mod:`drafts_ops.detect.cutouts`): about 0.1 s and 50 MB per
+candidate at 1024 channels and DM 2000.
 """
 
 from __future__ import annotations
@@ -63,7 +66,11 @@ class SearchedSamples:
         return np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
 
     def read(self, start: int, stop: int) -> np.ndarray:
-        """Samples ``[start, stop)`` as float32 ``[nchan, n]`` (clipped to what exists)."""
+        """Samples ``[start, stop)`` as float32 ``[nchan, n]`` (clipped to what exists): a
+        read-only view of the mapped file where one part holds them all, else a copy."""
+        for first, array in self.parts:
+            if first <= start and stop <= first + array.shape[1]:
+                return array[:, start - first : stop - first]
         nchan = self.parts[0][1].shape[0]
         out = np.empty((nchan, max(stop - start, 0)), np.float32)
         filled = 0
@@ -99,17 +106,21 @@ class CutoutMaker:
         """FETCH cutouts ``(freq_time [256, 256], dm_time [256, 256])`` of ``cand``."""
         *args, mask = self._window(cand)
         self.made += 1
-        return cutout_pair(*args, chan_mask=mask)
+        pair = cutout_pair(*args, chan_mask=mask)
+        self.reader.release(self.plan.raw_header.nsamples)  # drop the mapped pages
+        return pair
 
     def emitting_band(self, cand: Candidate) -> tuple[float, float]:
         """Frequencies (MHz) where ``cand`` emits, from its dedispersed waterfall
         (:func:`emitting_band`)."""
         data, freqs, tsamp, dm, sample, width, mask = self._window(cand)
         ft = freq_time_cutout(data, freqs, tsamp, dm, sample, width, chan_mask=mask)
+        self.reader.release(self.plan.raw_header.nsamples)
         return emitting_band(ft, freqs, width)
 
     def _window(self, cand: Candidate) -> tuple:
-        """The searched samples around ``cand`` and the arguments of its cutouts."""
+        """The searched samples around ``cand`` (``[nchan, n]``; a view of the searched
+        samples a decimating search kept) and the arguments of its cutouts."""
         from drafts_ops.pipeline import read_searched
 
         header, cfg = self.plan.header, self.plan.config
@@ -120,7 +131,6 @@ class CutoutMaker:
             data = self.searched.read(lo, max(hi, lo + 1))
         else:
             data = read_searched(self.reader, self.plan, lo, max(hi, lo + 1))
-            self.reader.release(self.plan.raw_header.nsamples)  # drop the mapped pages
         mask = self.static_mask.copy()
         if cfg.auto_mask and data.shape[1] > 1:  # channel statistics near the candidate
             mask |= auto_mask(data[:, :CUTOUT_STATS_SAMPLES], cfg.mask_threshold)
