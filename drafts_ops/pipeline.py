@@ -249,6 +249,27 @@ class SearchPlan:
     block_size: int
     decimation: tuple[int, ...] = ()
     notes: tuple[str, ...] = ()
+    #: Searched sample where the reported file starts (0, or the previous files of its
+    #: beam read before it: :func:`plan_search`'s ``own``); candidates are relative to it.
+    origin: int = 0
+    #: Index in ``files`` of the file whose candidates are reported.
+    own_index: int = 0
+    #: The previous file's search could not see the arrivals in its last ``delay(d)``
+    #: samples: they are searched here (``plan_search``'s ``lead_in``).
+    lead_in: bool = False
+
+    @property
+    def own_file(self) -> str:
+        """The file whose candidates are reported."""
+        return self.files[self.own_index] if self.files else self.path
+
+    @property
+    def own_header(self) -> Header:
+        """The searched header of the reported file (its start time, from ``origin``)."""
+        if self.origin == 0:
+            return self.header
+        start = self.header.tstart + self.origin * self.header.tsamp / 86400.0
+        return self.header.replace(tstart=start, nsamples=self.header.nsamples - self.origin)
 
     @property
     def source(self) -> str | list[str]:
@@ -323,18 +344,30 @@ def channel_smearing_note(raw: Header, searched: Header, dm_max: float) -> str |
             "smaller --freq-decimation for high-DM searches")  # fmt: skip
 
 
-def plan_search(path: PathLike | Sequence[PathLike], config: SearchConfig) -> SearchPlan:
+def plan_search(
+    path: PathLike | Sequence[PathLike], config: SearchConfig, own: int | None = None,
+    lead_in: bool = False,
+) -> SearchPlan:  # fmt: skip
     """Read the header, build the DM plan and split the observation into blocks.
 
     Every sample of the observation is searched: block ``k`` owns ``[k B, (k+1) B)`` and
     the last block is zero-padded, so DM trial ``d`` is searched up to ``nsamples -
     delay(d)``. Trials whose sweep leaves fewer than :data:`MIN_TRIAL_SAMPLES` samples are
     dropped, and ``notes`` says so. ``path`` may be the consecutive files of one observation
-    (a PSRFITS sequence): they are searched as one stream, each boundary once.
+    (a PSRFITS sequence, or files of one beam that follow each other): they are searched
+    as one stream, each boundary once.
+
+    ``own`` (an index into ``path``) searches only the arrivals in that file, the files
+    around it giving the context: the previous file's last samples for the boxcars, and
+    the next file's first ``max_delay`` samples, so that the file is searched to its end
+    at every DM. With ``lead_in`` the arrivals in the previous file's last ``delay(d)``
+    samples are searched too (that file was searched without this one after it).
+    Candidates are reported relative to the start of file ``own`` (``plan.origin``).
     """
     files = tuple(str(p) for p in path) if isinstance(path, list | tuple) else (str(path),)
     with open_observation(list(files) if len(files) > 1 else files[0]) as reader:
         raw = reader.header
+        edges = getattr(reader, "starts", None)  # first sample of each file (sequences)
     header = _searched_header(raw, config)
     full = DMPlan.from_header(
         header, config.dm_min, config.dm_max, config.dm_step,
@@ -367,9 +400,13 @@ def plan_search(path: PathLike | Sequence[PathLike], config: SearchConfig) -> Se
     )
     factor = int(full.decimation.max())
     size = -(-int(size) // factor) * factor  # decimated trials' windows align across blocks
+    first, last = _own_range(files, own, edges, raw, config)
+    origin = first
+    if lead_in and own:
+        first = max(first - full.max_delay, 0)
     blocks = []
-    for index, start in enumerate(range(0, header.nsamples, size)):
-        stop = min(start + size, header.nsamples)
+    for index, start in enumerate(range(first, last, size)):
+        stop = min(start + size, last)
         read_start = max(start - pad, 0)
         want = min(stop + pad, header.nsamples) + full.max_delay
         blocks.append(BlockRange(index, start, stop, read_start, min(want, header.nsamples),
@@ -386,7 +423,29 @@ def plan_search(path: PathLike | Sequence[PathLike], config: SearchConfig) -> Se
         block_size=size,
         decimation=tuple(int(f) for f in full.decimation) if config.decimate else (),
         notes=tuple(notes),
+        origin=origin,
+        own_index=own or 0,
+        lead_in=bool(lead_in and own),
     )
+
+
+def _own_range(
+    files: tuple[str, ...], own: int | None, edges, raw: Header, config: SearchConfig
+) -> tuple[int, int]:
+    """Searched samples ``[first, last)`` of the arrivals a plan searches: all, or file
+    ``own``'s (``edges``: each file's first raw sample, as a sequence reader gives them)."""
+    total = raw.nsamples // config.time_decimation
+    if own is None:
+        return 0, total
+    if not 0 <= own < len(files):
+        raise ParameterError(f"own = {own} is not the index of one of the {len(files)} files")
+    if edges is None:
+        edges = [0]
+        for f in files:
+            with open_observation(f) as reader:
+                edges.append(edges[-1] + reader.header.nsamples)
+    tf = config.time_decimation
+    return int(edges[own]) // tf, min(int(edges[own + 1]) // tf, total)
 
 
 #: Memory that the budget leaves for what is not a block buffer: the sub-band operator's
@@ -605,18 +664,43 @@ def merge_block_results(
     clusters = merge_sidelobes(clusters, dms, plan.header.chan_freqs, plan.header.tsamp,
                                max_width=plan.config.max_width_samples)  # fmt: skip
     candidates = candidates_from_clusters(
-        clusters, dms, plan.header.tsamp, file=plan.path, beam=plan.raw_header.ibeam
+        clusters, dms, plan.header.tsamp, file=plan.own_file, beam=plan.raw_header.ibeam
     )
-    if len(candidates) < 2:
-        return candidates
-    from drafts_ops.detect.products import CutoutMaker, SearchedSamples
+    if len(candidates) >= 2:
+        from drafts_ops.detect.products import CutoutMaker, SearchedSamples
 
-    with open_observation(plan.source) as reader:
-        maker = CutoutMaker(reader, plan, SearchedSamples.find(Path(work_dir), plan)
-                            if work_dir is not None else None)  # fmt: skip
-        return fold_band_limited_sidelobes(candidates, maker.emitting_band,
-                                           plan.header.chan_freqs, plan.header.tsamp,
-                                           max_width=plan.config.max_width_samples)  # fmt: skip
+        with open_observation(plan.source) as reader:
+            maker = CutoutMaker(reader, plan, SearchedSamples.find(Path(work_dir), plan)
+                                if work_dir is not None else None, origin=0)  # fmt: skip
+            candidates = fold_band_limited_sidelobes(
+                candidates, maker.emitting_band, plan.header.chan_freqs, plan.header.tsamp,
+                max_width=plan.config.max_width_samples,
+            )  # fmt: skip
+    return own_candidates(candidates, plan)
+
+
+def own_candidates(candidates: Sequence[Candidate], plan: SearchPlan) -> list[Candidate]:
+    """The candidates the plan's own file reports, relative to its start.
+
+    Without files around it: all of them, unchanged. Otherwise those whose arrival lies
+    in the file, or, with ``plan.lead_in``, in the previous file's last ``delay(d)``
+    samples that its own search could not reach (negative times: seconds before this
+    file's start); each boundary is so searched exactly once.
+    """
+    if plan.origin == 0 and not plan.lead_in:
+        return list(candidates)
+    reach = plan.dm_plan().delays.max(axis=1) if plan.lead_in else None
+    out = []
+    for cand in candidates:
+        first = plan.origin - (int(reach[cand.dm_index]) if reach is not None else 0)
+        if cand.sample < first:
+            continue  # the previous file's search reported it
+        shift = plan.origin
+        out.append(cand.replace(
+            sample=cand.sample - shift, tcand_s=(cand.sample - shift) * plan.header.tsamp,
+            first_sample=cand.first_sample - shift, last_sample=cand.last_sample - shift,
+        ))  # fmt: skip
+    return out
 
 
 def cutout_count(candidates: Sequence[Candidate], config: SearchConfig) -> int:
@@ -638,7 +722,8 @@ def make_cutouts(
     if count == 0:
         return None
     with open_observation(plan.source) as reader:
-        maker = CutoutMaker(reader, plan, SearchedSamples.find(Path(work_dir), plan))
+        maker = CutoutMaker(reader, plan, SearchedSamples.find(Path(work_dir), plan),
+                            origin=plan.origin)  # fmt: skip
         pairs = [maker.cutouts(cand) for cand in candidates[:count]]
     target = Path(work_dir) / "cutouts.npz"
     with atomic_path(target) as tmp, tmp.open("wb") as fh:
@@ -702,7 +787,7 @@ def write_outputs(
     from drafts_ops.detect.plots import plot_candidate
 
     ft_all, dt_all = load_cutouts(cutouts)
-    header = plan.header  # the searched resolution: candidates and cutouts are in it
+    header = plan.own_header  # the searched resolution: candidates and cutouts are in it
     for i, cand in enumerate(chosen):
         ft, dt = ft_all[i], dt_all[i]
         name = fetch_name(cand, header)
@@ -805,8 +890,13 @@ def run_search(
     segments: int = 1,
     trace_memory: bool = False,
     keep_intermediates: bool = False,
+    own: int | None = None,
+    lead_in: bool = False,
 ) -> SearchResult:
     """Search ``path`` into ``out_dir``: the one sequence of the search's stages.
+
+    ``path`` may be consecutive files of one beam; ``own`` and ``lead_in`` report only one
+    of them, the others giving context (:func:`plan_search`).
 
     ``segments`` runs of consecutive blocks are searched as separate streaming passes
     (concurrently where the runner allows: Dask workers). Writes ``perf.json``; the
@@ -820,7 +910,7 @@ def run_search(
     perf = PerfRecorder(trace_memory=trace_memory)
     with perf.stage("plan"):
         source = [str(p) for p in path] if isinstance(path, list | tuple) else str(path)
-        plan = runner.stage("plan", plan_search, source, config)
+        plan = runner.stage("plan", plan_search, source, config, own, lead_in)
     size = observation_size(plan)
     extent = {"samples": size.nsamples, "cells": size.cells}
     parts = plan.segments(segments)

@@ -160,10 +160,21 @@ def _fails_many(paths) -> ObservationError:
     return err.value
 
 
-def test_several_files_only_for_psrfits(tmp_path, rng):
-    data = random_samples(rng, (16, 8), 8)
-    a = write_sigproc(tmp_path / "a.fil", make_header(16, 8), data)
-    assert "only PSRFITS" in str(_fails_many([a, a]))
+def test_consecutive_sigproc_files_read_as_one(tmp_path, rng):
+    header = make_header(16, 8)
+    data = random_samples(rng, (16, 90), 8)
+    a = write_sigproc(tmp_path / "a.fil", header.replace(nsamples=50), data[:, :50])
+    later = header.tstart + 50 * header.tsamp / 86400.0
+    b = write_sigproc(tmp_path / "b.fil", header.replace(tstart=later), data[:, 50:])
+    with open_observation([a, b]) as reader:
+        assert reader.header.nsamples == 90
+        np.testing.assert_array_equal(reader.read_block(40, 20, raw=True), data[:, 40:60])
+        assert reader.read_spectra(45, 10) is None  # across the boundary: no view
+        np.testing.assert_array_equal(reader.read_spectra(52, 10).T, data[:, 52:62])
+    assert "does not continue a.fil" in str(_fails_many([a, a]))  # b overlaps a
+    shifted = write_sigproc(tmp_path / "c.fil", header.replace(tstart=later + 1.0), data[:, 50:])
+    err = _fails_many([a, shifted])
+    assert err.path == str(shifted) and "gap" in str(err)
 
 
 @pytest.mark.parametrize("writer", [write_sigproc, write_fbh5], ids=["sigproc", "fbh5"])

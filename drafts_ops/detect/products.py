@@ -90,11 +90,14 @@ class CutoutMaker:
     """
 
     def __init__(
-        self, reader: ObservationReader, plan: SearchPlan, searched: SearchedSamples | None = None
-    ) -> None:
+        self, reader: ObservationReader, plan: SearchPlan, searched: SearchedSamples | None = None,
+        *, origin: int | None = None,
+    ) -> None:  # fmt: skip
         self.reader = reader
         self.plan = plan
         self.searched = searched
+        #: Sample of the stream where candidate sample 0 lies (default: the plan's origin).
+        self.origin = plan.origin if origin is None else int(origin)
         cfg = plan.config
         mask = static_mask(plan.raw_header.nchans, cfg.mask_channels)
         if cfg.freq_decimation > 1:
@@ -125,7 +128,8 @@ class CutoutMaker:
 
         header, cfg = self.plan.header, self.plan.config
         freqs = header.chan_freqs
-        start, stop = cutout_span(freqs, header.tsamp, cand.dm, cand.sample, cand.width_samples)
+        sample = cand.sample + self.origin
+        start, stop = cutout_span(freqs, header.tsamp, cand.dm, sample, cand.width_samples)
         lo, hi = max(start, 0), min(stop, header.nsamples)
         if self.searched is not None:
             data = self.searched.read(lo, max(hi, lo + 1))
@@ -134,7 +138,7 @@ class CutoutMaker:
         mask = self.static_mask.copy()
         if cfg.auto_mask and data.shape[1] > 1:  # channel statistics near the candidate
             mask |= auto_mask(data[:, :CUTOUT_STATS_SAMPLES], cfg.mask_threshold)
-        return data, freqs, header.tsamp, cand.dm, cand.sample - lo, cand.width_samples, mask
+        return data, freqs, header.tsamp, cand.dm, sample - lo, cand.width_samples, mask
 
 
 #: Sub-bands (fraction of the band) over which :func:`emitting_band` smooths a spectrum.

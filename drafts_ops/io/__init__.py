@@ -60,8 +60,10 @@ def detect_format(path: PathLike) -> Format:
 def open_observation(paths: PathLike | Sequence[PathLike]) -> ObservationReader:
     """Open an observation for streaming.
 
-    ``paths`` is one file, or several consecutive PSRFITS files of one observation (FAST
-    writes about 6 s per file), which are read as one.
+    ``paths`` is one file, or several consecutive files of one observation (FAST writes
+    about 6 s per file), which are read as one: PSRFITS by its own reader, other formats
+    joined by :class:`~drafts_ops.io.sequence.SequenceReader` (files must follow each other
+    without a gap).
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -69,8 +71,18 @@ def open_observation(paths: PathLike | Sequence[PathLike]) -> ObservationReader:
     if not paths:
         raise ObservationError(None, "no observation file given")
     formats = {detect_format(p) for p in paths}
-    if len(paths) > 1 and formats != {"psrfits"}:
-        raise ObservationError(paths[0], "only PSRFITS observations can span several files")
+    if len(paths) > 1 and formats != {"psrfits"}:  # consecutive files of one beam
+        from drafts_ops.io.sequence import SequenceReader
+
+        readers = []
+        try:
+            for p in paths:
+                readers.append(open_observation(p))
+            return SequenceReader(readers)
+        except BaseException:
+            for reader in readers:
+                reader.close()
+            raise
     fmt = formats.pop()
     if fmt == "sigproc":
         from drafts_ops.io.sigproc import SigprocReader

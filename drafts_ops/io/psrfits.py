@@ -356,6 +356,11 @@ class PsrfitsReader(ObservationReader):
         )
         self._params_cache: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
 
+    @property
+    def starts(self) -> np.ndarray:
+        """First sample of each file in the observation, then the total (``[nfiles + 1]``)."""
+        return self._starts
+
     def _params(self, index: int, row: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Scales and offsets ``[npol_used, nchan]`` and weights ``[nchan]`` of one row."""
         key = (index, row)

@@ -1,0 +1,72 @@
+"""Consecutive files of one beam: a burst whose sweep crosses from one file into the next
+is found exactly once, at its time and DM, whichever way the files are searched."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from drafts_ops import pipeline
+from drafts_ops.dedisp.plan import delay_table
+from drafts_ops.io.header import Header
+from drafts_ops.io.sigproc import write_sigproc
+
+HEADER = Header(nchans=64, fch1=1500.0, foff=-4.0, tsamp=1e-3, nbits=8, nsamples=6000,
+                tstart=60000.0)  # fmt: skip
+#: (DM pc cm^-3, arrival at the top of the band in the joined stream, samples). The first
+#: arrives 100 samples before file A ends; its sweep (246 samples at DM 300) ends in B.
+BURSTS = ((300.0, 5900), (150.0, 2000), (150.0, 9000))
+CONFIG = pipeline.SearchConfig(dm_max=400.0, classify=False, write_h5=False,
+                               write_plots=False)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    rng = np.random.default_rng(11)
+    data = rng.normal(100.0, 10.0, size=(64, 12000))
+    for dm, at in BURSTS:
+        for c, d in enumerate(delay_table(np.array([dm]), HEADER.chan_freqs, 1e-3)[0]):
+            data[c, at + d : at + d + 3] += 30.0
+    data = np.clip(np.rint(data), 0, 255)
+    root = tmp_path_factory.mktemp("boundary")
+    later = HEADER.tstart + 6000 * HEADER.tsamp / 86400.0
+    return {
+        "a": write_sigproc(root / "a.fil", HEADER, data[:, :6000]),
+        "b": write_sigproc(root / "b.fil", HEADER.replace(tstart=later), data[:, 6000:]),
+        "joined": write_sigproc(root / "joined.fil", HEADER.replace(nsamples=12000), data),
+    }
+
+
+def _found(candidates, sample: int, dm: float) -> list:
+    return [c for c in candidates if abs(c.sample - sample) <= 3 and abs(c.dm - dm) <= 15]
+
+
+def test_a_file_alone_cannot_reach_a_burst_that_sweeps_into_the_next(files, tmp_path):
+    alone = pipeline.run_search(files["a"], tmp_path / "a", CONFIG).candidates
+    assert not _found(alone, 5900, 300.0)
+    assert len(_found(alone, 2000, 150.0)) == 1
+
+
+def test_each_file_with_its_neighbours_reports_each_burst_once(files, tmp_path):
+    pair = [files["a"], files["b"]]
+    first = pipeline.run_search(pair, tmp_path / "a", CONFIG, own=0).candidates
+    second = pipeline.run_search(pair, tmp_path / "b", CONFIG, own=1).candidates
+    joined = pipeline.run_search(files["joined"], tmp_path / "j", CONFIG).candidates
+    assert len(_found(first, 5900, 300.0)) == 1  # the next file's head completes its sweep
+    assert not _found(second, 5900 - 6000, 300.0)  # ... and it is reported once
+    assert len(_found(second, 9000 - 6000, 150.0)) == 1  # relative to the file's start
+    assert all(c.file == str(files["b"]) for c in second)
+    assert all(c.sample < 6000 for c in first) and all(c.sample >= 0 for c in second)
+    both = {(c.sample, round(c.dm, 3)) for c in first} | {
+        (c.sample + 6000, round(c.dm, 3)) for c in second}  # fmt: skip
+    assert both == {(c.sample, round(c.dm, 3)) for c in joined}
+
+
+def test_lead_in_searches_what_the_previous_file_could_not(files, tmp_path):
+    """The previous file was searched before this one existed (no look-ahead): this file's
+    search reports the arrivals in that file's last delay(d) samples, before its start."""
+    pair = [files["a"], files["b"]]
+    second = pipeline.run_search(pair, tmp_path / "b", CONFIG, own=1, lead_in=True).candidates
+    (straddling,) = _found(second, 5900 - 6000, 300.0)
+    assert straddling.tcand_s == pytest.approx(-0.1, abs=0.004)
+    assert not _found(second, 2000 - 6000, 150.0)  # the previous file's own search had it
