@@ -17,7 +17,8 @@ Document layout::
     {"schema": "drafts-ops/ledger", "schema_version": 1,
      "files": {KEY: {"status": str, "size": int, "mtime_ns": int, "attempts": int,
                      "candidates": int, "candidates_file": str | null,
-                     "error": str | null, "wall_s": float | null, "updated_utc": str}}}
+                     "error": str | null, "wall_s": float | null,
+                     "lookahead": str | null, "updated_utc": str}}}
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ class Entry:
     candidates_file: str | None = None
     error: str | None = None
     wall_s: float | None = None
+    #: Key of the next file of the beam whose first samples completed this file's search
+    #: to its end (``None``: searched without it; that file's search covers the end).
+    lookahead: str | None = None
     updated_utc: str = field(default_factory=_now)
 
 

@@ -22,6 +22,7 @@ import datetime as _dt
 import errno
 import fcntl
 import io
+import itertools
 import json
 import os
 import shutil
@@ -147,6 +148,32 @@ def validate_observation(path: str | os.PathLike[str]) -> Header:
             if not np.all(np.isfinite(block)):
                 raise ObservationError(path, f"non-finite samples near sample {start}")
     return header
+
+
+def beam_neighbours(paths: Iterable[Path]) -> dict[Path, tuple[Path | None, Path | None]]:
+    """For each file, the files of its beam just before and after it: ``{path: (previous,
+    next)}``, each ``None`` where no file continues it without a gap
+    (:func:`~drafts_ops.io.sequence.contiguity`: same channels, sampling, beam and source,
+    starting where the other ends). Unreadable files have no neighbours."""
+    from drafts_ops.io.sequence import contiguity
+
+    headers: dict[Path, Header] = {}
+    for path in paths:
+        try:
+            with open_observation(path) as reader:
+                headers[path] = reader.header
+        except (DraftsError, OSError):
+            continue
+    by_beam: dict[tuple, list[Path]] = {}
+    for path, h in headers.items():
+        by_beam.setdefault((h.ibeam, h.source_name, h.nchans, h.tsamp), []).append(path)
+    links: dict[Path, list[Path | None]] = {p: [None, None] for p in headers}
+    for group in by_beam.values():
+        group.sort(key=lambda p: headers[p].tstart)
+        for before, after in itertools.pairwise(group):
+            if contiguity(headers[before], headers[after]) is None:
+                links[before][1], links[after][0] = after, before
+    return {p: (prev, nxt) for p, (prev, nxt) in links.items()}
 
 
 def quarantine(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], reason: str) -> Path:

@@ -199,3 +199,9 @@ class SurveyOptions(_Options):
     beam_pattern: str = Field(
         r"M(\d{2})", description="regular expression of the beam number in file names"
     )
+    join_files: bool = Field(
+        True,
+        description="search each file with the files of its beam just before and after "
+        "it (headers say they follow without a gap), so that bursts sweeping across a "
+        "boundary are found once",
+    )

@@ -26,6 +26,7 @@ from drafts_ops.ledger import Ledger
 from drafts_ops.pipeline import run_search
 from drafts_ops.survey import (
     SURVEY_SUMMARY,
+    beam_neighbours,
     coincide_groups,
     count_bursts,
     file_key,
@@ -55,9 +56,18 @@ CANDIDATES_OUTPUT = "csv"
     retry_delay_seconds=1,
     retry_condition_fn=retry_on_io_error,
 )
-def search_file_task(path: str, key: str, out_dir: str, options: SearchOptions) -> dict[str, Any]:
+def search_file_task(  # noqa: PLR0917 (a task's parameters)
+    path: str, key: str, out_dir: str, options: SearchOptions,
+    previous: str | None = None, following: str | None = None, lead_in: bool = False,
+) -> dict[str, Any]:  # fmt: skip
     """Validate and search one file; returns its outcome (never raises for a file's own
     problems: each becomes a ledger state, so one file cannot stop the survey).
+
+    ``previous`` / ``following``: the files of its beam just before and after it, read
+    as context (:func:`drafts_ops.pipeline.plan_search` ``own``); ``lead_in``: the previous
+    file was searched without this one, so its last ``delay(d)`` samples are searched
+    here. Where the joined search cannot run (a neighbour is unreadable), the file is
+    searched alone.
 
     Outcomes: ``done``; ``quarantined`` (bad format or header: moved aside); ``unusable``
     (data that cannot be searched, e.g. NaNs); ``vanished`` (deleted meanwhile); ``failed``
@@ -74,10 +84,20 @@ def search_file_task(path: str, key: str, out_dir: str, options: SearchOptions) 
         return {"status": "quarantined", "error": err.problem, "reason_file": str(reason_file)}
     except OSError as err:  # permissions, I/O: may get better, so not quarantined
         return {"status": "failed", "error": f"cannot read {path}: {os.strerror(err.errno or 5)}"}
+    out = file_out_dir(out_dir, key)
+    run_options = {"trace_memory": options.trace_memory,
+                   "keep_intermediates": options.keep_intermediates}  # fmt: skip
+    files = [f for f in (previous, path, following) if f]
     try:
-        run = run_search(path, file_out_dir(out_dir, key), options.config(),
-                         trace_memory=options.trace_memory,
-                         keep_intermediates=options.keep_intermediates)  # fmt: skip
+        if len(files) > 1:
+            try:
+                run = run_search(files, out, options.config(), own=files.index(path),
+                                 lead_in=lead_in, **run_options)  # fmt: skip
+            except (ObservationError, ParameterError) as err:
+                logger.warning("%s: searched alone, not with its neighbours: %s", key, err)
+                files = [path]
+        if len(files) == 1:
+            run = run_search(path, out, options.config(), **run_options)
     except (ObservationError, ParameterError) as err:
         logger.warning("%s: cannot be searched: %s", key, err)
         return {"status": "unusable", "error": str(err)}
@@ -88,10 +108,11 @@ def search_file_task(path: str, key: str, out_dir: str, options: SearchOptions) 
         logger.error("%s: %s", key, problem)
         return {"status": "failed", "error": problem}
     logger.info("%s: %d candidates; %s", key, len(run.candidates), run.perf.summary_line())
-    return {"status": "done", **run.to_dict()}
+    lookahead = following if following in files else None
+    return {"status": "done", "lookahead": lookahead, **run.to_dict()}
 
 
-def _record(ledger: Ledger, key: str, out: Path, future: Any) -> dict[str, Any]:
+def _record(ledger: Ledger, key: str, root: Path, out: Path, future: Any) -> dict[str, Any]:
     """Write one finished file's outcome into the ledger; returns the outcome."""
     try:
         outcome = future.result()
@@ -111,6 +132,7 @@ def _record(ledger: Ledger, key: str, out: Path, future: Any) -> dict[str, Any]:
         candidates=outcome["candidates"],
         candidates_file=cand_file.as_posix(),
         wall_s=outcome["wall_s"],
+        lookahead=outcome.get("lookahead") and file_key(Path(outcome["lookahead"]), root),
         error=None,
     )
     return outcome
@@ -159,6 +181,26 @@ def _summary_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _neighbour_arguments(
+    settled: list[Path], todo: list[tuple[str, Path]], ledger: Ledger, root: Path, join: bool
+) -> dict[Path, dict[str, Any]]:
+    """:func:`search_file_task`'s neighbour arguments for each file to search: the files of
+    its beam just before and after it (``join``), and ``lead_in`` where the previous file
+    was searched, in an earlier run, without this one after it."""
+    neighbours = beam_neighbours(settled) if join and todo else {}
+    searching = {path for _, path in todo}
+    contexts = {}
+    for _, path in todo:
+        previous, following = neighbours.get(path, (None, None))
+        before = ledger.entries.get(file_key(previous, root)) if previous else None
+        lead_in = (previous is not None and previous not in searching and before is not None
+                   and before.status == "done" and before.lookahead is None)  # fmt: skip
+        contexts[path] = {"previous": str(previous) if previous else None,
+                          "following": str(following) if following else None,
+                          "lead_in": lead_in}  # fmt: skip
+    return contexts
+
+
 @flow(name="drafts-survey", task_runner=default_task_runner(), validate_parameters=True)
 def survey_flow(
     incoming: str,
@@ -189,6 +231,8 @@ def _survey(
             and ledger.needs_search(file_key(p, root), p, options.max_attempts)]  # fmt: skip
     logger.info("%s: %d files, %d to search", root, len(files), len(todo))
     vanished: list[str] = []
+    contexts = _neighbour_arguments([p for p in files if p not in fresh], todo, ledger, root,
+                                    options.join_files)  # fmt: skip
 
     def submit(item: tuple[str, Path]) -> Any:
         key, path = item
@@ -198,7 +242,7 @@ def _survey(
             vanished.append(key)
             logger.warning("%s disappeared before its search; skipped", key)
             return None
-        return search_file_task.submit(str(path), key, str(out), search)
+        return search_file_task.submit(str(path), key, str(out), search, **contexts[path])
 
     bar = None
     if progress:
@@ -207,7 +251,7 @@ def _survey(
         bar = tqdm(total=len(todo), desc="survey", unit="file")
     outcomes: dict[str, dict[str, Any]] = {}
     for (key, _), future in submit_bounded(submit, todo, options.max_files):
-        outcomes[key] = _record(ledger, key, out, future)
+        outcomes[key] = _record(ledger, key, root, out, future)
         if outcomes[key]["status"] == "vanished":
             vanished.append(key)
         if bar is not None:

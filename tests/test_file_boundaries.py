@@ -20,21 +20,26 @@ CONFIG = pipeline.SearchConfig(dm_max=400.0, classify=False, write_h5=False,
                                write_plots=False)  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
+def write_boundary_files(root) -> dict:
+    """Files ``a.fil`` and ``b.fil`` (one beam, b continuing a) and ``joined.fil`` (both)
+    in ``root``, with :data:`BURSTS`."""
     rng = np.random.default_rng(11)
     data = rng.normal(100.0, 10.0, size=(64, 12000))
     for dm, at in BURSTS:
         for c, d in enumerate(delay_table(np.array([dm]), HEADER.chan_freqs, 1e-3)[0]):
             data[c, at + d : at + d + 3] += 30.0
     data = np.clip(np.rint(data), 0, 255)
-    root = tmp_path_factory.mktemp("boundary")
     later = HEADER.tstart + 6000 * HEADER.tsamp / 86400.0
     return {
         "a": write_sigproc(root / "a.fil", HEADER, data[:, :6000]),
         "b": write_sigproc(root / "b.fil", HEADER.replace(tstart=later), data[:, 6000:]),
         "joined": write_sigproc(root / "joined.fil", HEADER.replace(nsamples=12000), data),
     }
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    return write_boundary_files(tmp_path_factory.mktemp("boundary"))
 
 
 def _found(candidates, sample: int, dm: float) -> list:

@@ -144,3 +144,51 @@ def test_survey_on_a_dask_cluster(prefect_harness, tmp_path: Path) -> None:
     result = survey_flow.with_options(task_runner=runner)(str(incoming), str(out), **OPTIONS)
     assert (result["searched"], result["done"]) == (2, 2)
     _check_pulses(_rows(out), PULSES[:2])
+
+
+def _straddling(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Rows of the burst that arrives 0.1 s before a.fil ends and sweeps into b.fil."""
+    return [r for r in rows if abs(float(r["dm"]) - 300.0) <= 15 and (
+        (r["key"] == "a.fil" and abs(float(r["tcand_s"]) - 5.9) <= 0.004)
+        or (r["key"] == "b.fil" and abs(float(r["tcand_s"]) + 0.1) <= 0.004))]  # fmt: skip
+
+
+def test_consecutive_files_of_a_beam_find_a_boundary_burst_once(prefect_harness, tmp_path):
+    from test_file_boundaries import write_boundary_files
+
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    files = write_boundary_files(incoming)
+    files["joined"].unlink()
+    options = {
+        "options": SurveyOptions(settle_s=0),
+        "search": SearchOptions(**{**SEARCH, "dm_max": 400.0}),
+    }
+    survey_flow(str(incoming), str(tmp_path / "out"), **options)
+    assert [r["key"] for r in _straddling(_rows(tmp_path / "out"))] == ["a.fil"]
+    assert Ledger.load(tmp_path / "out").entries["a.fil"].lookahead == "b.fil"
+
+    alone = {**options, "options": SurveyOptions(settle_s=0, join_files=False)}
+    survey_flow(str(incoming), str(tmp_path / "alone"), **alone)
+    assert _straddling(_rows(tmp_path / "alone")) == []  # what joining the files buys
+
+
+def test_a_file_arriving_later_searches_the_previous_files_end(prefect_harness, tmp_path):
+    """Real time: a.fil is searched before b.fil exists; b.fil's search then covers the
+    arrivals a.fil's search could not reach (reported before b.fil's start)."""
+    from test_file_boundaries import write_boundary_files
+
+    made = write_boundary_files(tmp_path)
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    options = {
+        "options": SurveyOptions(settle_s=0),
+        "search": SearchOptions(**{**SEARCH, "dm_max": 400.0}),
+    }
+    made["a"].rename(incoming / "a.fil")
+    survey_flow(str(incoming), str(tmp_path / "out"), **options)
+    assert Ledger.load(tmp_path / "out").entries["a.fil"].lookahead is None
+    made["b"].rename(incoming / "b.fil")
+    later = survey_flow(str(incoming), str(tmp_path / "out"), **options)
+    assert later["searched"] == 1
+    assert [r["key"] for r in _straddling(_rows(tmp_path / "out"))] == ["b.fil"]
