@@ -433,17 +433,14 @@ def _own_range(
     files: tuple[str, ...], own: int | None, edges, raw: Header, config: SearchConfig
 ) -> tuple[int, int]:
     """Searched samples ``[first, last)`` of the arrivals a plan searches: all, or file
-    ``own``'s (``edges``: each file's first raw sample, as a sequence reader gives them)."""
+    ``own``'s (``edges``: each file's first raw sample, as a sequence reader gives them;
+    ``None`` for one file)."""
     total = raw.nsamples // config.time_decimation
     if own is None:
         return 0, total
     if not 0 <= own < len(files):
         raise ParameterError(f"own = {own} is not the index of one of the {len(files)} files")
-    if edges is None:
-        edges = [0]
-        for f in files:
-            with open_observation(f) as reader:
-                edges.append(edges[-1] + reader.header.nsamples)
+    edges = (0, raw.nsamples) if edges is None else edges
     tf = config.time_decimation
     return int(edges[own]) // tf, min(int(edges[own + 1]) // tf, total)
 
@@ -689,18 +686,12 @@ def own_candidates(candidates: Sequence[Candidate], plan: SearchPlan) -> list[Ca
     """
     if plan.origin == 0 and not plan.lead_in:
         return list(candidates)
-    reach = plan.dm_plan().delays.max(axis=1) if plan.lead_in else None
-    out = []
-    for cand in candidates:
-        first = plan.origin - (int(reach[cand.dm_index]) if reach is not None else 0)
-        if cand.sample < first:
-            continue  # the previous file's search reported it
-        shift = plan.origin
-        out.append(cand.replace(
-            sample=cand.sample - shift, tcand_s=(cand.sample - shift) * plan.header.tsamp,
-            first_sample=cand.first_sample - shift, last_sample=cand.last_sample - shift,
-        ))  # fmt: skip
-    return out
+    origin = plan.origin
+    reach = plan.dm_plan().delays.max(axis=1) if plan.lead_in else np.zeros(len(plan.dms), int)
+    mine = [c for c in candidates if c.sample >= origin - int(reach[c.dm_index])]
+    return [c.replace(sample=c.sample - origin, tcand_s=(c.sample - origin) * plan.header.tsamp,
+                      first_sample=c.first_sample - origin, last_sample=c.last_sample - origin)
+            for c in mine]  # fmt: skip
 
 
 def cutout_count(candidates: Sequence[Candidate], config: SearchConfig) -> int:
@@ -722,8 +713,7 @@ def make_cutouts(
     if count == 0:
         return None
     with open_observation(plan.source) as reader:
-        maker = CutoutMaker(reader, plan, SearchedSamples.find(Path(work_dir), plan),
-                            origin=plan.origin)  # fmt: skip
+        maker = CutoutMaker(reader, plan, SearchedSamples.find(Path(work_dir), plan))
         pairs = [maker.cutouts(cand) for cand in candidates[:count]]
     target = Path(work_dir) / "cutouts.npz"
     with atomic_path(target) as tmp, tmp.open("wb") as fh:
