@@ -774,20 +774,20 @@ def write_outputs(
     chosen = list(candidates)[: cfg.max_outputs] if (cfg.write_h5 or cfg.write_plots) else []
     if not chosen:
         return outputs
-    from drafts_ops.detect.plots import plot_candidate
+    from drafts_ops.detect.plots import CandidatePlotter
 
     ft_all, dt_all = load_cutouts(cutouts)
     header = plan.own_header  # the searched resolution: candidates and cutouts are in it
+    plotter = None
     for i, cand in enumerate(chosen):
         ft, dt = ft_all[i], dt_all[i]
         name = fetch_name(cand, header)
         if cfg.write_h5:
             outputs[f"h5:{i}"] = write_fetch_h5(cand, header, ft, dt, out_dir / "h5" / f"{name}.h5")
         if cfg.write_plots and is_burst(cand, cfg):
-            outputs[f"png:{i}"] = plot_candidate(
-                cand, ft, dt, tsamp=header.tsamp, fmax_mhz=header.fmax, fmin_mhz=header.fmin,
-                path=out_dir / "plots" / f"{name}.png",
-            )  # fmt: skip
+            plotter = plotter or CandidatePlotter(tsamp=header.tsamp, fmax_mhz=header.fmax,
+                                                  fmin_mhz=header.fmin)  # fmt: skip
+            outputs[f"png:{i}"] = plotter.plot(cand, ft, dt, out_dir / "plots" / f"{name}.png")
     return outputs
 
 

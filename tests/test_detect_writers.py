@@ -124,3 +124,18 @@ def test_png_of_zero_dm_candidate_has_a_sane_dm_axis(tmp_path):
             fmin_mhz=1130.0, path=tmp_path / "c0.png",
         )  # fmt: skip
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_reused_plotter_draws_each_candidate_as_a_fresh_figure_would(tmp_path):
+    """Nothing of one candidate (DM axis, colour scale, title) leaks into the next PNG."""
+    from drafts_ops.detect.plots import CandidatePlotter
+
+    rng = np.random.default_rng(4)
+    images = [rng.normal(scale=s, size=(2, 64, 64)).astype(np.float32) for s in (1.0, 5.0)]
+    cands = [_cand(dm=0.0, dm_index=0), _cand(classifier_prob=0.3)]
+    band = {"tsamp": HEADER.tsamp, "fmax_mhz": 1465.0, "fmin_mhz": 1130.0}
+    plotter = CandidatePlotter(**band)
+    for i, (cand, (ft, dt)) in enumerate(zip(cands, images, strict=True)):
+        reused = plotter.plot(cand, ft, dt, tmp_path / f"reused{i}.png")
+        fresh = plot_candidate(cand, ft, dt, path=tmp_path / f"fresh{i}.png", **band)
+        assert reused.read_bytes() == fresh.read_bytes()

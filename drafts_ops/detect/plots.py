@@ -25,61 +25,84 @@ def plot_candidate(
     fmin_mhz: float,
     path: str | Path,
 ) -> Path:
-    """Write the candidate's diagnostic PNG to ``path`` atomically.
+    """Write the candidate's diagnostic PNG to ``path`` atomically (one candidate; for many,
+    :class:`CandidatePlotter` draws them about twice as fast).
 
     ``freq_time`` ``[time, frequency]`` (highest frequency first) and ``dm_time`` ``[dm,
     time]`` (DM 0 to ``2 * dm``) are the cutouts of :mod:`drafts_ops.detect.cutouts`;
     ``tsamp`` (s) is the file's sampling time, ``fmax_mhz``/``fmin_mhz`` the band edges.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    plotter = CandidatePlotter(tsamp=tsamp, fmax_mhz=fmax_mhz, fmin_mhz=fmin_mhz)
+    return plotter.plot(candidate, freq_time, dm_time, path)
 
-    c = candidate
-    ntime = freq_time.shape[0]
-    dt_pix = tsamp * time_decimation_factor(c.width_samples)
-    t0 = c.tcand_s - (ntime // 2) * dt_pix
-    t1 = t0 + ntime * dt_pix
-    profile = freq_time.mean(axis=1)
-    times = t0 + (np.arange(ntime) + 0.5) * dt_pix
 
-    fig = Figure(figsize=(6.5, 8.0))
-    fig.subplots_adjust(left=0.13, right=0.97, bottom=0.07, top=0.9, hspace=0.08)
-    FigureCanvasAgg(fig)
-    ax_prof, ax_ft, ax_dm = fig.subplots(3, 1, sharex=True, height_ratios=(1, 2.5, 2.5))
-    ax_prof.plot(times, profile, color="k", lw=1)
-    ax_prof.set_ylabel("flux (norm.)")
-    ax_ft.imshow(
-        freq_time.T,
-        aspect="auto",
-        origin="upper",
-        extent=(t0, t1, fmin_mhz, fmax_mhz),
-        cmap="viridis",
-        interpolation="nearest",
-    )
-    ax_ft.set_ylabel("frequency (MHz)")
-    dm_lo, dm_hi = _dm_extent(c.dm)
-    ax_dm.imshow(
-        dm_time,
-        aspect="auto",
-        origin="lower",
-        extent=(t0, t1, dm_lo, dm_hi),
-        cmap="magma",
-        interpolation="nearest",
-    )
-    ax_dm.plot([c.tcand_s], [c.dm], marker="o", mfc="none", mec="cyan", ms=14, mew=1.5)
-    if c.dm == 0:
-        ax_dm.set_yticks([0.0])
-    ax_dm.set_ylabel("DM (pc cm$^{-3}$)")
-    ax_dm.set_xlabel("time (s, top of band)")
-    prob = "n/a" if c.classifier_prob is None else f"{c.classifier_prob:.2f}"
-    fig.suptitle(
-        f"DM {c.dm:.1f} pc cm$^{{-3}}$   t {c.tcand_s:.4f} s   S/N {c.snr:.1f}\n"
-        f"width {c.width_s * 1e3:.2f} ms ({c.width_samples} samp)   P(burst) {prob}"
-        + (f"   {Path(c.file).name}" if c.file else "")
-    )
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=80, pil_kwargs={"compress_level": 1})
-    return Path(path)
+class CandidatePlotter:
+    """Draws candidates' PNGs on one figure, updating its images, lines and labels for each
+    (building a figure, its axes and ticks costs as much as drawing it).
+
+    Arguments as :func:`plot_candidate`; :meth:`plot` writes one candidate's PNG.
+    """
+
+    def __init__(self, *, tsamp: float, fmax_mhz: float, fmin_mhz: float) -> None:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        self.tsamp, self.fmax, self.fmin = tsamp, fmax_mhz, fmin_mhz
+        fig = Figure(figsize=(6.5, 8.0))
+        fig.subplots_adjust(left=0.13, right=0.97, bottom=0.07, top=0.9, hspace=0.08)
+        FigureCanvasAgg(fig)
+        self.ax_prof, self.ax_ft, self.ax_dm = fig.subplots(
+            3, 1, sharex=True, height_ratios=(1, 2.5, 2.5)
+        )
+        blank = np.zeros((2, 2), np.float32)
+        (self.profile,) = self.ax_prof.plot([0.0, 1.0], [0.0, 0.0], color="k", lw=1)
+        self.ax_prof.set_ylabel("flux (norm.)")
+        self.waterfall = self.ax_ft.imshow(blank, aspect="auto", origin="upper",
+                                           cmap="viridis", interpolation="nearest")  # fmt: skip
+        self.ax_ft.set_ylabel("frequency (MHz)")
+        self.dm_image = self.ax_dm.imshow(blank, aspect="auto", origin="lower",
+                                          cmap="magma", interpolation="nearest")  # fmt: skip
+        (self.marker,) = self.ax_dm.plot([0.0], [0.0], marker="o", mfc="none", mec="cyan",
+                                         ms=14, mew=1.5)  # fmt: skip
+        self.ax_dm.set_ylabel("DM (pc cm$^{-3}$)")
+        self.ax_dm.set_xlabel("time (s, top of band)")
+        self.title = fig.suptitle("")
+        self.figure = fig
+
+    def plot(
+        self, candidate: Candidate, freq_time: np.ndarray, dm_time: np.ndarray, path: str | Path
+    ) -> Path:
+        """Write ``candidate``'s PNG to ``path`` atomically (cutouts as :func:`plot_candidate`)."""
+        from matplotlib.ticker import AutoLocator
+
+        c = candidate
+        ntime = freq_time.shape[0]
+        dt_pix = self.tsamp * time_decimation_factor(c.width_samples)
+        t0 = c.tcand_s - (ntime // 2) * dt_pix
+        t1 = t0 + ntime * dt_pix
+        self.profile.set_data(t0 + (np.arange(ntime) + 0.5) * dt_pix, freq_time.mean(axis=1))
+        self.ax_prof.relim()
+        self.ax_prof.autoscale_view()
+        self.waterfall.set_data(freq_time.T)
+        self.waterfall.set_extent((t0, t1, self.fmin, self.fmax))
+        self.waterfall.autoscale()  # colour scale of this candidate's image
+        self.dm_image.set_data(dm_time)
+        self.dm_image.set_extent((t0, t1, *_dm_extent(c.dm)))
+        self.dm_image.autoscale()
+        self.marker.set_data([c.tcand_s], [c.dm])
+        if c.dm == 0:
+            self.ax_dm.set_yticks([0.0])
+        else:
+            self.ax_dm.yaxis.set_major_locator(AutoLocator())
+        prob = "n/a" if c.classifier_prob is None else f"{c.classifier_prob:.2f}"
+        self.title.set_text(
+            f"DM {c.dm:.1f} pc cm$^{{-3}}$   t {c.tcand_s:.4f} s   S/N {c.snr:.1f}\n"
+            f"width {c.width_s * 1e3:.2f} ms ({c.width_samples} samp)   P(burst) {prob}"
+            + (f"   {Path(c.file).name}" if c.file else "")
+        )
+        with atomic_path(path) as tmp:
+            self.figure.savefig(tmp, format="png", dpi=80, pil_kwargs={"compress_level": 1})
+        return Path(path)
 
 
 def _dm_extent(dm: float) -> tuple[float, float]:
