@@ -117,18 +117,24 @@ def add_search_parser(sub: argparse._SubParsersAction) -> None:
         "search",
         help="search observations for dispersed pulses (Prefect flow)",
         description="Search each FILE (or the shipped demo observation with --demo) and write "
-        "candidates, plots and perf.json into --out (one sub-folder per file when several).",
+        "candidates, plots and perf.json into --out (one sub-folder per file when several; "
+        "--join: consecutive files of one observation searched as one).",
     )
     p.add_argument("files", nargs="*", type=Path, metavar="FILE", help="observations to search")
     p.add_argument("--demo", action="store_true", help="search the shipped demo observation")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    p.add_argument("--join", action="store_true",
+                   help="the FILEs are consecutive files of one observation (a PSRFITS "
+                   "sequence, or files of one beam that follow each other without a gap): "
+                   "search them as one stream into --out, so that a burst across a "
+                   "boundary is found once")  # fmt: skip
     SearchOptions.add_arguments(p)
     _add_runner_arguments(p)
     p.set_defaults(func=run_search)
 
 
-def _search_targets(args: argparse.Namespace) -> list[tuple[Path, Path]]:
+def _search_targets(args: argparse.Namespace) -> list[tuple[Path | list[Path], Path]]:
     from drafts_ops.errors import ParameterError
     from drafts_ops.resources import resource_path
 
@@ -139,6 +145,8 @@ def _search_targets(args: argparse.Namespace) -> list[tuple[Path, Path]]:
         raise ParameterError("give at least one FILE, or --demo")
     if len(files) == 1:
         return [(files[0], args.out)]
+    if args.join:
+        return [(files, args.out)]
     stems = [f.stem for f in files]
     if len(set(stems)) < len(stems):
         raise ParameterError("several FILEs share a name; search them into separate --out")
@@ -153,10 +161,12 @@ def run_search(args: argparse.Namespace) -> int:
     targets = _search_targets(args)
     flow = search_flow.with_options(task_runner=_runner(args, options.max_workers))
     for path, out in _progress(targets, args.progress and len(targets) > 1, "files"):
-        result = flow(str(path), str(out), options, progress=args.progress)
+        source = [str(f) for f in path] if isinstance(path, list) else str(path)
+        result = flow(source, str(out), options, progress=args.progress)
         rtf = result["realtime_factor"]
+        name = " + ".join(map(str, path)) if isinstance(path, list) else path
         print(
-            f"{path}: {result['candidates']} candidates in {result['wall_s']:.2f} s "
+            f"{name}: {result['candidates']} candidates in {result['wall_s']:.2f} s "
             f"(real-time x{rtf:.2f}); {out / 'candidates.csv'}, {result['perf']}"
         )
     return 0

@@ -114,18 +114,20 @@ def search_segments(options: SearchOptions) -> int:
 
 @flow(name="drafts-search", task_runner=default_task_runner(), validate_parameters=True)
 def search_flow(
-    path: str,
+    path: str | list[str],
     out_dir: str,
     options: SearchOptions = SearchOptions(),  # noqa: B008 (frozen, safe as a default)
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Search one observation ``path`` into ``out_dir``.
+    """Search one observation ``path`` into ``out_dir``: one file, or the consecutive files
+    of one observation (a list), searched as one stream.
 
     Returns a small summary: candidate count, output paths, the perf.json path, wall time
     and real-time factor.
     """
     check_run_paths(path=path, out_dir=out_dir)
     config = options.config()
+    name = path if isinstance(path, str) else path[0]  # names the artifacts
     result = pipeline.run_search(
         path,
         out_dir,
@@ -135,12 +137,12 @@ def search_flow(
         trace_memory=options.trace_memory,
         keep_intermediates=options.keep_intermediates,
     )
-    publish_perf(result.perf, artifact_key("perf", path, config.dedisp_mode))
+    publish_perf(result.perf, artifact_key("perf", name, config.dedisp_mode))
     from prefect.artifacts import create_markdown_artifact
 
     from drafts_ops.report import markdown_summary
 
-    create_markdown_artifact(markdown=markdown_summary(result.candidates, path),
-                             key=artifact_key("search", path),
-                             description=f"drafts-ops search of {path}")  # fmt: skip
+    create_markdown_artifact(markdown=markdown_summary(result.candidates, name),
+                             key=artifact_key("search", name),
+                             description=f"drafts-ops search of {name}")  # fmt: skip
     return result.to_dict()

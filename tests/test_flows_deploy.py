@@ -86,6 +86,20 @@ def test_search_and_survey_commands(prefect_harness, tmp_path: Path, capsys) -> 
     assert "1 searched, 0 skipped" in capsys.readouterr().out
 
 
+def test_search_join_takes_consecutive_files_as_one_observation(prefect_harness, tmp_path, capsys):
+    from test_file_boundaries import write_boundary_files
+
+    files = write_boundary_files(tmp_path)
+    flags = ["--dm-max=400", "--no-write-plots", "--no-write-h5", "--no-progress"]
+    pair = [str(files["a"]), str(files["b"])]
+    assert main(["search", *pair, "--join", "--out", str(tmp_path / "j"), *flags]) == 0
+    assert "3 candidates" in capsys.readouterr().out  # the boundary burst among them
+    assert main(["search", *pair, "--out", str(tmp_path / "s"), *flags]) == 0
+    per_file = [(tmp_path / "s" / f / "candidates.csv").read_text().count("\n") - 1
+                for f in ("a", "b")]  # fmt: skip
+    assert per_file == [1, 1]  # file by file the burst across the boundary is lost
+
+
 def test_trigger_paths_are_made_absolute(tmp_path) -> None:
     from flows.deploy import absolute_paths, parse_params
 
