@@ -17,6 +17,10 @@ point, measured on the same files:
 * **false positives** — every candidate that matches no injected burst, per minute of
   searched data, before and after classification, attributed to its most plausible cause
   (a fragment of a nearby burst, an impulse, a drifting signal, persistent RFI, noise);
+* every file is searched three ways (:data:`SEARCHES`): the full-band classical search,
+  the sub-band classical search (the same, plus each of four sub-bands on its own: the
+  classical baseline for band-limited bursts) and the neural detector with the classical
+  search (``both``);
 * each missed burst gets a reason (:func:`miss_reason`): outside the searched range,
   merged into another burst's candidate, or below the threshold.
 
@@ -47,10 +51,20 @@ from drafts_ops.simulate.bands import SURVEY_BANDS, SurveyBand, survey_band
 
 #: Default seed of the evaluation (training uses 0, 1, ...; the model validation 20261130).
 EVALUATION_SEED = 20_261_207
-#: Configurations reported: (name, detector, after classification).
+#: Sub-bands of the sub-band classical search (issue 15's baseline for band-limited bursts).
+EVALUATION_SUBBANDS = 4
+#: Searches run on every file: name -> ``SearchConfig`` options.
+SEARCHES: dict[str, dict[str, Any]] = {
+    "classical": {"detector": "classical"},
+    "sub-band": {"detector": "classical", "search_subbands": EVALUATION_SUBBANDS},
+    "both": {"detector": "both"},
+}
+#: Configurations reported: (name, search, after classification).
 CONFIGURATIONS: tuple[tuple[str, str, bool], ...] = (
     ("classical", "classical", False),
     ("classical + classifier", "classical", True),
+    ("sub-band classical", "sub-band", False),
+    ("sub-band classical + classifier", "sub-band", True),
     ("both", "both", False),
     ("both + classifier", "both", True),
 )
@@ -507,16 +521,17 @@ class SearchEvaluation:
                               min_snr=0.0)  # fmt: skip
 
     def recall_by(
-        self, key: str, edges: Sequence[float], *, min_snr: float = 8.0
-    ) -> list[dict[str, Any]]:
+        self, key: str, edges: Sequence[float], *, min_snr: float = 8.0,
+        max_snr: float = math.inf,
+    ) -> list[dict[str, Any]]:  # fmt: skip
         """Recall of every configuration per bin of ``key`` (a burst field: ``dm``,
-        ``width_ms``, ``bandwidth_fraction``, ``snr``) over bursts of S/N >= ``min_snr``;
-        the last bin includes its upper edge."""
+        ``width_ms``, ``bandwidth_fraction``, ``snr``) over bursts of ``min_snr <= S/N <
+        max_snr``; the last bin includes its upper edge."""
         rows = []
         pairs = _bins(edges)
         for k, (lo, hi) in enumerate(pairs):
             last = k == len(pairs) - 1
-            chosen = [b for b in self.bursts if b["snr"] >= min_snr
+            chosen = [b for b in self.bursts if min_snr <= b["snr"] < max_snr
                       and lo <= b[key] and (b[key] <= hi if last else b[key] < hi)]  # fmt: skip
             rows.append({"lo": lo, "hi": hi, "n": len(chosen), **self._recall(chosen)})
         return rows
@@ -546,7 +561,7 @@ class SearchEvaluation:
 
     def lost_to_merging(self, min_snr: float = 8.0) -> dict[str, int]:
         """Bursts of S/N >= ``min_snr`` missed because another burst's candidate took them,
-        per detector."""
+        per search."""
         counts: dict[str, int] = {}
         for b in self.bursts:
             for det, reason in b.get("reason", {}).items():
@@ -562,6 +577,9 @@ class SearchEvaluation:
             "recall_by_dm": self.recall_by("dm", DM_EDGES),
             "recall_by_width_ms": self.recall_by("width_ms", WIDTH_EDGES_MS),
             "recall_by_bandwidth": self.recall_by("bandwidth_fraction", BANDWIDTH_EDGES),
+            "recall_by_bandwidth_snr_6_8": self.recall_by(
+                "bandwidth_fraction", BANDWIDTH_EDGES, min_snr=6.0, max_snr=8.0
+            ),
             "recall_by_band": self.recall_by_band(),
             "recall_snr_ge_8": self.recall_at_least(8.0),
             "recall_snr_ge_12": self.recall_at_least(12.0),
@@ -577,8 +595,8 @@ class SearchEvaluation:
         }
 
 
-def _detectors() -> list[str]:
-    return list(dict.fromkeys(det for _, det, _ in CONFIGURATIONS))
+def _searches() -> list[str]:
+    return list(dict.fromkeys(search for _, search, _ in CONFIGURATIONS))
 
 
 def _keep(cand: Candidate, classified: bool) -> bool:
@@ -628,15 +646,17 @@ def _score_file(ev: SearchEvaluation, path: Path, band: SurveyBand, work: Path) 
     record: dict[str, Any] = {"file": path.name, "band": band.name, "bursts": len(truth),
                               "false_positives": {}}  # fmt: skip
     fps = ev.false_positives.setdefault(band.name, {})
-    for detector in _detectors():
-        result = search_for_evaluation(path, work / f"{path.stem}-{detector}", band, detector,
-                                       ev.setup.dm_max)  # fmt: skip
+    for search in _searches():
+        options = dict(SEARCHES[search])
+        detector = options.pop("detector")
+        result = search_for_evaluation(path, work / f"{path.stem}-{search}", band, detector,
+                                       ev.setup.dm_max, options)  # fmt: skip
         cands, plan = result.candidates, result.plan
         dms = np.asarray(plan.dms)
         b = Band(plan.header.tsamp, plan.header.fmin, plan.header.fmax)
         m = match_candidates(truth, cands, b, dms)
-        for name, det, classified in CONFIGURATIONS:
-            if det != detector:
+        for name, searched, classified in CONFIGURATIONS:
+            if searched != search:
                 continue
             hit = m.found_classified if classified else m.found
             for row, h in zip(rows, hit, strict=True):
@@ -651,12 +671,12 @@ def _score_file(ev: SearchEvaluation, path: Path, band: SurveyBand, work: Path) 
                 causes[cause] = causes.get(cause, 0) + 1
         for i, (row, j) in enumerate(zip(rows, m.best, strict=True)):
             c = cands[j] if j >= 0 else None
-            row[f"{detector}_match"] = None if c is None else {
+            row[f"{search}_match"] = None if c is None else {
                 "tcand_s": c.tcand_s, "dm": c.dm, "snr": c.snr, "width_s": c.width_s,
                 "classifier_prob": c.classifier_prob, "detector_score": c.detector_score,
             }  # fmt: skip
             if c is None:
-                row["reason"][detector] = miss_reason(truth[i], i, b, dms, cands, m.owner, truth)
+                row["reason"][search] = miss_reason(truth[i], i, b, dms, cands, m.owner, truth)
         record["searched_s"] = plan.summary()["searched_samples"] * plan.header.tsamp
     ev.minutes[band.name] = ev.minutes.get(band.name, 0.0) + record["searched_s"] / 60.0
     ev.files.append(record)
@@ -809,6 +829,11 @@ def results_markdown(ev: SearchEvaluation) -> str:
         label = fmt + "-" + fmt
         lines += ["", *_table(title, ev.recall_by(key, edges),
                               lambda r, f=label: f.format(r["lo"], r["hi"]))]  # fmt: skip
+    lines += ["", "Faint bursts, injected S/N 6-8, by occupied bandwidth (issue 15: the "
+              "band-limited ones are where the sub-band search and the detector should help):",
+              "", *_table("bandwidth", ev.recall_by("bandwidth_fraction", BANDWIDTH_EDGES,
+                                                    min_snr=6.0, max_snr=8.0),
+                          lambda r: f"{r['lo']:.0%}-{r['hi']:.0%}")]  # fmt: skip
     lines += ["", f"False positives (candidates matching no injected burst) on the same "
               f"{ev.total_minutes:.1f} min:", "",
               "| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]  # fmt: skip
@@ -824,7 +849,7 @@ def results_markdown(ev: SearchEvaluation) -> str:
         lines.append(f"| of which {cause} | {counts} |")
     merged = ev.lost_to_merging()
     lines += ["", "Bursts of S/N >= 8 lost to merging (taken by another burst's candidate): "
-              + ", ".join(f"{d} {merged.get(d, 0)}" for d in _detectors()) + ".",
+              + ", ".join(f"{d} {merged.get(d, 0)}" for d in _searches()) + ".",
               "", _verdict(ev)]  # fmt: skip
     return "\n".join(lines)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import logging
 import math
 import shutil
@@ -107,6 +108,12 @@ class SearchConfig:
         ``preprocess.clip_impulses``).
     time_decimation, freq_decimation : int
         Average this many samples / channels before searching.
+    search_subbands : int
+        Also search each of this many equal sub-bands (channel ranges) on its own, with the
+        full band's DM trials and delays (1: the full band only): a burst that occupies one
+        sub-band reaches ``sqrt(search_subbands)`` times its full-band S/N there. Their
+        threshold is raised for the extra trials (:func:`~drafts_ops.detect.single_pulse.
+        trials_threshold`); classical search only.
     decimate : bool
         Dedisperse each DM trial at its Heimdall / DDplan time resolution
         (``DMPlan.from_header(..., decimate=True)``; production mode only).
@@ -139,6 +146,7 @@ class SearchConfig:
     block_size: int | None = None
     memory_budget_mib: float = 1024.0
     snr_threshold: float = 6.5
+    search_subbands: int = 1
     max_width_samples: int = 64
     baseline_s: float = 2.0
     norm_method: NormMethod = "mad"
@@ -187,6 +195,11 @@ class SearchConfig:
         for name in ("detector_threshold", "classifier_threshold"):
             if not 0 <= getattr(self, name) <= 1:
                 problems.append(f"{name} = {getattr(self, name)} (must be in 0..1)")
+        if int(self.search_subbands) < 1:
+            problems.append(f"search_subbands = {self.search_subbands} (must be >= 1)")
+        elif self.search_subbands > 1 and self.detector == "ml":
+            problems.append("search_subbands needs the classical search (detector "
+                            "'classical' or 'both')")  # fmt: skip
         if self.decimate and self.dedisp_mode != "production":
             problems.append("decimate needs dedisp_mode 'production' (the prototype ignores it)")
         if self.dedisp_mode == "prototype" and self.algorithm != "brute":
@@ -282,6 +295,23 @@ class SearchPlan:
             self.dms, tuple(self.header.chan_freqs.tolist()), self.header.tsamp, self.decimation
         )
 
+    def subband_channels(self) -> list[tuple[int, int]]:
+        """Channel ranges ``[c0, c1)`` of the ``config.search_subbands`` searched sub-bands
+        (equal shares of the searched channels, file order)."""
+        edges = np.linspace(0, self.header.nchans, self.config.search_subbands + 1)
+        edges = edges.round().astype(int)
+        return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]
+
+    def subband_frequencies(self) -> tuple[tuple[float, float], ...]:
+        """``(fmin, fmax)`` MHz of each searched sub-band's channel centres."""
+        freqs = self.header.chan_freqs
+        return tuple((float(freqs[a:b].min()), float(freqs[a:b].max()))
+                     for a, b in self.subband_channels())  # fmt: skip
+
+    def subband_plans(self) -> list[DMPlan]:
+        """The DM plan of each searched sub-band (:meth:`DMPlan.channel_range`; cached)."""
+        return _subband_plans_cached(self.dm_plan(), tuple(self.subband_channels()))
+
     def segments(self, count: int) -> list[tuple[int, ...]]:
         """The blocks split into at most ``count`` runs of consecutive block indices."""
         count = max(1, min(int(count), len(self.blocks)))
@@ -315,6 +345,11 @@ def _dm_plan_cached(
 ) -> DMPlan:
     factors = np.asarray(decimation, np.int32) if decimation else None
     return DMPlan.build(np.asarray(dms), np.asarray(freqs), tsamp, factors)
+
+
+@functools.lru_cache(maxsize=8)
+def _subband_plans_cached(plan: DMPlan, channels: tuple[tuple[int, int], ...]) -> list[DMPlan]:
+    return [plan.channel_range(c0, c1) for c0, c1 in channels]
 
 
 # -- plan --------------------------------------------------------------------------------
@@ -396,7 +431,13 @@ def plan_search(
         log.warning("%s: %s", path, smearing)
     pad = config.max_width_samples + config.time_link
     size = config.block_size or block_size_for_budget(
-        raw, header, full, config.memory_budget_mib, pad, ml=config.detector != "classical"
+        raw,
+        header,
+        full,
+        config.memory_budget_mib,
+        pad,
+        ml=config.detector != "classical",
+        subbands=config.search_subbands,
     )
     factor = int(full.decimation.max())
     size = -(-int(size) // factor) * factor  # decimated trials' windows align across blocks
@@ -454,7 +495,14 @@ BUDGET_FILL = 0.85
 
 
 def block_size_for_budget(
-    raw: Header, header: Header, plan: DMPlan, budget_mib: float, pad: int, *, ml: bool = False
+    raw: Header,
+    header: Header,
+    plan: DMPlan,
+    budget_mib: float,
+    pad: int,
+    *,
+    ml: bool = False,
+    subbands: int = 1,
 ) -> int:
     """Output samples per block so that one block's buffers fit in ``budget_mib``.
 
@@ -464,7 +512,9 @@ def block_size_for_budget(
     float32 block, the float32 DM-time array (overwritten by S/N) and an int8 width index
     (a second float32 S/N array with the neural detector). The overlap (maximum delay plus
     boxcar padding) costs the input terms once more; :data:`BUDGET_RESERVE_MIB` is left for
-    the operator's scratch. Returns a multiple of 1024, at least 4096.
+    the operator's scratch. A sub-band search (``subbands > 1``) adds one sub-band's
+    DM-time array, width index and contiguous input copy. Returns a multiple of 1024, at
+    least 4096.
     """
     decimating = header.nchans != raw.nchans or header.tsamp > raw.tsamp * 1.5
     itemsize = max(raw.nbits, 8) / 8
@@ -474,7 +524,9 @@ def block_size_for_budget(
     else:
         input_bytes = 2.0 * raw.nchans * itemsize + 4.0 * header.nchans
         fixed = 0.0
-    output_bytes = plan.ndm * (4 + 1 + (4 if ml else 0))
+    output_bytes = plan.ndm * (4 + 1 + (4 if ml else 0) + (5 if subbands > 1 else 0))
+    if subbands > 1:
+        input_bytes += 4.0 * header.nchans / subbands
     overlap = plan.max_delay + 2 * pad
     room = (budget_mib - BUDGET_RESERVE_MIB) * 1024**2 - fixed - overlap * input_bytes
     size = int(BUDGET_FILL * room // (input_bytes + output_bytes))
@@ -492,6 +544,8 @@ class BlockBuffers:
     dm_time: np.ndarray | None = None
     snr: np.ndarray | None = None
     width_index: np.ndarray | None = None
+    band_dm_time: np.ndarray | None = None  # one sub-band's (search_subbands > 1)
+    band_width_index: np.ndarray | None = None
     masked: np.ndarray | None = None  # blocks in which each channel was masked
     blocks: int = 0
 
@@ -578,9 +632,14 @@ def search_block(
     buffers.blocks += 1
     nout = block.read_len - dm_plan.max_delay
     dm_time = buffers.get("dm_time", (dm_plan.ndm, nout), np.float32)
-    _dedisperse(prepared, dm_plan, cfg, out=dm_time)
     valid = np.clip(nreal - dm_plan.delays.max(axis=1).astype(np.int64), 0, nout)
     keep = (block.start - block.read_start, block.stop - block.read_start)
+    parts = []
+    if cfg.search_subbands > 1:  # the full band is then the sum of the sub-bands
+        parts += _search_subbands(prepared, plan, block, dm_time, valid=valid,
+                                  buffers=buffers, keep=keep)  # fmt: skip
+    else:
+        _dedisperse(prepared, dm_plan, cfg, out=dm_time)
     use_ml = cfg.detector in ("ml", "both")
     snr = buffers.get("snr", dm_time.shape, np.float32) if use_ml else dm_time
     peaks = _load_detector().detect(dm_time, threshold=cfg.detector_threshold) if use_ml else []
@@ -590,7 +649,6 @@ def search_block(
     from drafts_ops.detect.kernels import search_rows
 
     search_rows(dm_time, valid, widths, baseline, SEARCH_NOISE_POINTS, snr, width_index)
-    parts = []
     if cfg.detector in ("classical", "both"):
         parts.append(giants_above(snr, width_index, cfg.snr_threshold, widths=widths,
                                   sample_offset=block.read_start, keep=keep))  # fmt: skip
@@ -603,6 +661,40 @@ def search_block(
                        cols[owned], scores, sample_offset=block.read_start)  # fmt: skip
         parts.append(ml.select(ml.snr >= cfg.ml_min_snr))
     return Giants.concatenate(parts)
+
+
+def _search_subbands(
+    prepared: np.ndarray, plan: SearchPlan, block: BlockRange, dm_time: np.ndarray,
+    *, valid: np.ndarray, buffers: BlockBuffers, keep: tuple[int, int],
+) -> list[Giants]:  # fmt: skip
+    """Dedisperse and search each sub-band of the block on its own; their sum, the full
+    band's DM-time data, is left in ``dm_time`` (the same trials and delays: exact).
+
+    Sub-band giants carry ``band = k`` (1-based) and cross a threshold raised for the
+    extra trials (:func:`trials_threshold`).
+    """
+    from drafts_ops.detect.kernels import search_rows
+    from drafts_ops.detect.single_pulse import trials_threshold
+
+    cfg = plan.config
+    widths = boxcar_widths(cfg.max_width_samples)
+    baseline = max(round(cfg.baseline_s / plan.header.tsamp), 4 * cfg.max_width_samples)
+    threshold = trials_threshold(cfg.snr_threshold, cfg.search_subbands)
+    band = buffers.get("band_dm_time", dm_time.shape, np.float32)
+    width_index = buffers.get("band_width_index", dm_time.shape, np.int8)
+    nout = dm_time.shape[1]
+    parts = []
+    for k, sub_plan in enumerate(plan.subband_plans(), start=1):
+        c0, c1 = plan.subband_channels()[k - 1]
+        _dedisperse(prepared[c0:c1, : nout + sub_plan.max_delay], sub_plan, cfg, out=band)
+        if k == 1:
+            dm_time[...] = band
+        else:
+            dm_time += band
+        search_rows(band, valid, widths, baseline, SEARCH_NOISE_POINTS, band, width_index)
+        parts.append(giants_above(band, width_index, threshold, widths=widths,
+                                  sample_offset=block.read_start, keep=keep, band=k))  # fmt: skip
+    return parts
 
 
 #: Strided samples from which each DM row's baseline and per-boxcar noise are measured.
@@ -655,13 +747,19 @@ def merge_block_results(
     first."""
     parts = [Giants.load(p) for p in paths]
     dms = np.asarray(plan.dms)
+    bands = plan.subband_frequencies() if plan.config.search_subbands > 1 else ()
     response = Response(dms, plan.header.chan_freqs, plan.header.tsamp,
-                        plan.config.max_width_samples)  # fmt: skip
+                        plan.config.max_width_samples, bands)  # fmt: skip
     clusters = merge_blocks(parts, plan.config.links, response)
     clusters = merge_sidelobes(clusters, dms, plan.header.chan_freqs, plan.header.tsamp,
-                               max_width=plan.config.max_width_samples)  # fmt: skip
+                               max_width=plan.config.max_width_samples, bands=bands)  # fmt: skip
     candidates = candidates_from_clusters(
-        clusters, dms, plan.header.tsamp, file=plan.own_file, beam=plan.raw_header.ibeam
+        clusters,
+        dms,
+        plan.header.tsamp,
+        file=plan.own_file,
+        beam=plan.raw_header.ibeam,
+        subbands=plan.config.search_subbands > 1,
     )
     if len(candidates) >= 2:
         from drafts_ops.detect.products import CutoutMaker, SearchedSamples

@@ -111,6 +111,11 @@ class SearchOptions(_Options):
     max_width_samples: int = Field(
         _default("max_width_samples"), ge=1, description="widest boxcar, samples"
     )
+    search_subbands: int = Field(
+        _default("search_subbands"), ge=1, le=64,
+        description="also search this many sub-bands on their own (band-limited bursts; "
+        "threshold raised for the extra trials; 1: full band only)",
+    )  # fmt: skip
     zero_dm: bool = Field(_default("zero_dm"), description="subtract the zero-DM series")
     clip_pixels: float = Field(
         _default("clip_pixels"),

@@ -263,6 +263,16 @@ class DMPlan:
         ones = np.ones(self.ndm, np.int32)
         return DMPlan(self.dms, self.freqs, self.tsamp, self.delays, ones)
 
+    def channel_range(self, start: int, stop: int) -> DMPlan:
+        """The same trials over channels ``[start, stop)`` only, with the full band's delays
+        (relative to its highest frequency): at output sample ``t`` the sums over disjoint
+        channel ranges add up to the full band's, arrival times unchanged. The operator
+        needs ``nout + max_delay`` input samples of those channels for ``nout`` outputs."""
+        if not 0 <= start < stop <= self.nchan:
+            raise ParameterError(f"channels {start}..{stop} are not a range of {self.nchan}")
+        delays = np.ascontiguousarray(self.delays[:, start:stop])
+        return DMPlan(self.dms, self.freqs[start:stop], self.tsamp, delays, self.decimation)
+
     def nearest_trial(self, dm: float) -> int:
         """Index of the DM trial nearest ``dm``."""
         return int(np.argmin(np.abs(self.dms - dm)))

@@ -44,6 +44,10 @@ class Candidate:
         Burst probability from the neural classifier, when it ran.
     is_burst : bool or None
         ``classifier_prob >= classifier_threshold`` of the search, when classified.
+    subband : int or None
+        With a sub-band search (``search_subbands``): 0 when the full band gave the
+        candidate's S/N, ``k >= 1`` when sub-band ``k`` did (channels in file order; ``snr``
+        is then that sub-band's own S/N).
     beam : int
         Beam number.
     file : str
@@ -63,6 +67,7 @@ class Candidate:
     detector_score: float | None = None
     classifier_prob: float | None = None
     is_burst: bool | None = None
+    subband: int | None = None
     beam: int = 0
     file: str = ""
 
@@ -108,8 +113,12 @@ def candidates_from_clusters(
     *,
     file: str = "",
     beam: int = 0,
+    subbands: bool = False,
 ) -> list[Candidate]:
-    """One :class:`Candidate` per cluster head; ``dms`` are the plan's trials (pc cm^-3)."""
+    """One :class:`Candidate` per cluster head; ``dms`` are the plan's trials (pc cm^-3).
+
+    ``subbands``: the search ran sub-band searches, so each candidate says which band
+    gave its S/N (``Candidate.subband``)."""
     heads = clusters.heads
     out = []
     for i in range(len(clusters)):
@@ -129,6 +138,7 @@ def candidates_from_clusters(
                 first_sample=int(clusters.first_sample[i]),
                 last_sample=int(clusters.last_sample[i]),
                 detector_score=score if math.isfinite(score) else None,
+                subband=int(heads.band[i]) if subbands else None,
                 beam=beam,
                 file=file,
             )

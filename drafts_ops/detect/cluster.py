@@ -70,31 +70,48 @@ class Clusters:
         return len(self.heads)
 
 
+def band_edges(
+    freqs_mhz: np.ndarray, bands: Sequence[tuple[float, float]], band: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lowest and highest frequency (MHz) of each giant's ``band`` (0: the full band of
+    ``freqs_mhz``; ``k``: ``bands[k - 1]``, a sub-band search's ``(fmin, fmax)``)."""
+    freqs = np.asarray(freqs_mhz, np.float64)
+    table = np.array([(freqs.min(), freqs.max()), *bands], np.float64)
+    index = np.asarray(band, np.int64)
+    return table[index, 0], table[index, 1]
+
+
 @dataclass(frozen=True)
 class Response:
     """What a burst looks like at other DM trials: the trials (pc cm^-3), the band (MHz),
-    the sampling time (s) and the widest boxcar (samples); see :func:`sidelobe_snr`."""
+    the sampling time (s), the widest boxcar (samples) and the sub-bands searched on their
+    own (``(fmin, fmax)`` MHz each, for giants with ``band > 0``); see
+    :func:`sidelobe_snr`."""
 
     dms: np.ndarray
     freqs_mhz: np.ndarray
     tsamp: float
     max_width: int = 64
+    bands: tuple[tuple[float, float], ...] = ()
 
-    def smear(self, dm_index: np.ndarray, dm0_index: int) -> np.ndarray:
-        """Samples over which a pulse at trial ``dm0_index`` is smeared at ``dm_index``."""
+    def smear(self, dm_index: np.ndarray, dm0_index: int, band=0) -> np.ndarray:
+        """Samples over which a pulse at trial ``dm0_index`` is smeared at ``dm_index`` (in
+        the giants' ``band``: the full band, or a sub-band's narrower sweep)."""
         dms = np.asarray(self.dms, np.float64)
-        freqs = np.asarray(self.freqs_mhz, np.float64)
         delta = np.abs(dms[np.asarray(dm_index)] - dms[dm0_index])
-        return dispersion_delay_s(delta, freqs.min(), freqs.max()) / self.tsamp
+        lo, hi = band_edges(self.freqs_mhz, self.bands, np.broadcast_to(band, delta.shape))
+        return dispersion_delay_s(delta, lo, hi) / self.tsamp
 
     def explains(self, head: int, giants: Giants, members: np.ndarray) -> np.ndarray:
         """Which ``members`` the burst at giant ``head`` can have produced: no brighter than
-        its response at their DM and at least as wide as its smeared pulse (see
-        :func:`plausible_sidelobe`)."""
-        smear = self.smear(giants.dm_index[members], int(giants.dm_index[head]))
+        its response at their DM (in their band) and at least as wide as its smeared pulse
+        (see :func:`plausible_sidelobe`)."""
+        band = giants.band[members]
+        smear = self.smear(giants.dm_index[members], int(giants.dm_index[head]), band)
+        lo, hi = band_edges(self.freqs_mhz, self.bands, band)
         return plausible_sidelobe(giants.snr[head], giants.width[head], smear,
                                   giants.snr[members], giants.width[members], self.max_width,
-                                  sweep_density(self.freqs_mhz))  # fmt: skip
+                                  sweep_density_between(lo, hi))  # fmt: skip
 
 
 def cluster_giants(
@@ -118,6 +135,7 @@ def cluster_giants(
     width = giants.width[order].astype(np.int64)
     snr = giants.snr[order]
     score = giants.score[order]
+    band = giants.band[order]
     labels = _link(sample, dm_index, width, links)
     if response is not None:
         labels = _split_unexplained(Giants(dm_index, sample, width, snr), labels, links,
@@ -136,9 +154,8 @@ def cluster_giants(
     np.fmax.at(best_score, inverse, score)
     rank = np.argsort(-snr[head], kind="stable")
     head, members, first, last = head[rank], members[rank], first[rank], last[rank]
-    heads = Giants(
-        dm_index[head].astype(np.int32), sample[head], width[head].astype(np.int32), snr[head]
-    )
+    heads = Giants(dm_index[head].astype(np.int32), sample[head], width[head].astype(np.int32),
+                   snr[head], band=band[head])  # fmt: skip
     return Clusters(heads, members.astype(np.int64), first, last, best_score[rank])
 
 
@@ -227,7 +244,7 @@ def sidelobe_snr(
     pulses and a fixed boxcar.
     """
     width = np.maximum(np.asarray(width, np.float64), 1.0)
-    smeared = np.sqrt(width**2 + (np.asarray(smear, np.float64) / max(density, 1.0)) ** 2)
+    smeared = np.sqrt(width**2 + (np.asarray(smear, np.float64) / np.maximum(density, 1.0)) ** 2)
     fits = np.asarray(snr) * np.sqrt(width / smeared)
     wider = np.asarray(snr) * np.sqrt(width * max_width) / smeared
     return np.where(smeared <= max_width, fits, wider)
@@ -267,7 +284,7 @@ def response_at_width(
     leaves at high DM)."""
     w0 = max(float(width0), 1.0)
     w = np.maximum(np.asarray(width, np.float64), 1.0)
-    smeared = np.sqrt(w0**2 + (np.asarray(smear, np.float64) / max(density, 1.0)) ** 2)
+    smeared = np.sqrt(w0**2 + (np.asarray(smear, np.float64) / np.maximum(density, 1.0)) ** 2)
     return np.where(w < smeared, snr0 * np.sqrt(w0 * w) / smeared, snr0 * np.sqrt(w0 / w))
 
 
@@ -278,10 +295,16 @@ def sweep_density(freqs_mhz: np.ndarray) -> float:
     top of the band: ``f_max^3 (f_min^-2 - f_max^-2) / (2 (f_max - f_min))`` (1.4 for
     1200-1500 MHz, 1.9 for 1000-1500 MHz).
     """
-    fmin, fmax = float(np.min(freqs_mhz)), float(np.max(freqs_mhz))
-    if fmax <= fmin:
-        return 1.0
-    return fmax**3 * (fmin**-2 - fmax**-2) / (2.0 * (fmax - fmin))
+    return float(sweep_density_between(np.min(freqs_mhz), np.max(freqs_mhz)))
+
+
+def sweep_density_between(fmin, fmax) -> np.ndarray:
+    """:func:`sweep_density` of bands ``[fmin, fmax]`` (MHz, arrays broadcast; 1 for a
+    single frequency)."""
+    lo, hi = np.broadcast_arrays(np.asarray(fmin, np.float64), np.asarray(fmax, np.float64))
+    span = np.where(hi > lo, hi - lo, 1.0)
+    density = hi**3 * (lo**-2 - hi**-2) / (2.0 * span)
+    return np.where(hi > lo, density, 1.0)
 
 
 def merge_sidelobes(
@@ -292,6 +315,7 @@ def merge_sidelobes(
     *,
     slack: float = SIDELOBE_SLACK,
     max_width: int = 64,
+    bands: Sequence[tuple[float, float]] = (),
 ) -> Clusters:
     """Fold bow-tie sidelobe clusters into the brighter cluster whose burst made them.
 
@@ -321,6 +345,10 @@ def merge_sidelobes(
         Extra tolerance on the time offset, samples.
     max_width : int
         Widest boxcar of the search, samples.
+    bands : sequence of (float, float)
+        ``(fmin, fmax)`` MHz of the sub-bands searched on their own: a weaker head found
+        in sub-band ``k`` is judged by the sweep of that sub-band, which lies between the
+        delays of its edges below the top of the full band.
     """
     n = len(clusters)
     if n < 2:
@@ -328,8 +356,9 @@ def merge_sidelobes(
     if slack < 0 or tsamp <= 0:
         raise ParameterError(f"merge_sidelobes: need slack >= 0, tsamp > 0; got {slack}, {tsamp}")
     freqs = np.asarray(freqs_mhz, np.float64)
-    density = sweep_density(freqs)
     heads = clusters.heads
+    band_lo, band_hi = band_edges(freqs, bands, heads.band)
+    density = sweep_density_between(band_lo, band_hi)
     dm = np.asarray(dms, np.float64)[heads.dm_index]
     t = heads.sample.astype(np.float64)
     w = heads.width.astype(np.float64)
@@ -343,12 +372,13 @@ def merge_sidelobes(
         rest = np.flatnonzero(alive[i + 1 :]) + i + 1
         if rest.size == 0:
             break
-        early = dispersion_delay_s(dm[rest] - dm[i], freqs.min(), freqs.max()) / tsamp
-        lo, hi = np.minimum(0.0, -early), np.maximum(0.0, -early)
+        top = dispersion_delay_s(dm[rest] - dm[i], band_hi[rest], freqs.max()) / tsamp
+        bottom = dispersion_delay_s(dm[rest] - dm[i], band_lo[rest], freqs.max()) / tsamp
+        lo, hi = np.minimum(-top, -bottom), np.maximum(-top, -bottom)
         tol = 0.5 * (w[rest] + w[i]) + slack
         offset = t[rest] - t[i]
-        plausible = plausible_sidelobe(heads.snr[i], w[i], np.abs(early), heads.snr[rest],
-                                       w[rest], max_width, density)  # fmt: skip
+        plausible = plausible_sidelobe(heads.snr[i], w[i], np.abs(bottom - top), heads.snr[rest],
+                                       w[rest], max_width, density[rest])  # fmt: skip
         plausible &= heads.snr[rest] <= heads.snr[i]
         side = rest[(offset >= lo - tol) & (offset <= hi + tol) & plausible]
         if side.size == 0:

@@ -12,6 +12,7 @@ sqrt(w))``; measuring each width's noise keeps that meaning in red noise too.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,13 +39,30 @@ def boxcar_widths(max_width: int) -> np.ndarray:
     return np.array(sorted(w for w in widths if w <= top), dtype=np.int64)
 
 
+def trials_threshold(threshold: float, factor: float) -> float:
+    """The S/N threshold with ``factor`` times more independent trials and the same false
+    alarms as ``threshold`` (Gaussian noise): ``Q(new) = Q(threshold) / factor``, with
+    ``Q`` the normal tail. Sub-band searches add ``factor = nsub`` (6.5 -> 6.71 for 4)."""
+    if not (threshold > 0 and factor >= 1):
+        raise ParameterError(f"threshold {threshold} and trials factor {factor} must be >= 1")
+    target = math.log(0.5 * math.erfc(threshold / math.sqrt(2.0))) - math.log(factor)
+    lo, hi = float(threshold), float(threshold) + math.sqrt(2.0 * math.log(factor)) + 1.0
+    for _ in range(60):  # bisection on log Q, which falls monotonically
+        mid = 0.5 * (lo + hi)
+        q = 0.5 * math.erfc(mid / math.sqrt(2.0))
+        lo, hi = (mid, hi) if q > 0 and math.log(q) > target else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
 @dataclass(frozen=True, eq=False)
 class Giants:
     """Threshold crossings: one per run of samples above threshold per DM trial.
 
     Attributes (all ``[n]``): ``dm_index`` (trial index), ``sample`` (arrival at the top of
     the band, samples from the first sample of the file), ``width`` (boxcar, samples),
-    ``snr``, and ``score`` (neural-detector score; NaN for boxcar giants).
+    ``snr``, ``score`` (neural-detector score; NaN for boxcar giants) and ``band`` (0: the
+    full band; ``k >= 1``: sub-band ``k`` of a sub-band search, counted in file channel
+    order, its S/N measured on that sub-band alone).
     """
 
     dm_index: np.ndarray = field(repr=False)
@@ -52,11 +70,14 @@ class Giants:
     width: np.ndarray = field(repr=False)
     snr: np.ndarray = field(repr=False)
     score: np.ndarray | None = field(default=None, repr=False)
+    band: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.score is None:
             object.__setattr__(self, "score", np.full(self.snr.shape, np.nan, np.float32))
-        arrays = (self.dm_index, self.sample, self.width, self.snr, self.score)
+        if self.band is None:
+            object.__setattr__(self, "band", np.zeros(self.snr.shape, np.int8))
+        arrays = (self.dm_index, self.sample, self.width, self.snr, self.score, self.band)
         sizes = {a.shape for a in arrays}
         if len(sizes) != 1 or len(next(iter(sizes))) != 1:
             raise ParameterError(f"giant arrays must be 1-D and equally long, got {sizes}")
@@ -91,12 +112,12 @@ class Giants:
         """Read a file written by :meth:`save`."""
         try:
             with np.load(path) as npz:
-                return cls(*(npz[n] for n in _GIANT_FIELDS))
+                return cls(*(npz[n] for n in _GIANT_FIELDS if n in npz))
         except (OSError, KeyError, ValueError) as err:
             raise ObservationError(path, f"not a giants file: {err}") from None
 
 
-_GIANT_FIELDS = ("dm_index", "sample", "width", "snr", "score")
+_GIANT_FIELDS = ("dm_index", "sample", "width", "snr", "score", "band")
 
 
 def block_snr(
@@ -165,11 +186,13 @@ def giants_above(
     widths: np.ndarray | None = None,
     sample_offset: int = 0,
     keep: tuple[int, int] | None = None,
+    band: int = 0,
 ) -> Giants:
     """Giants of :func:`block_snr` output: the peak of each run above ``threshold``.
 
     ``width`` holds widths in samples, or indices into ``widths`` when that is given (the
-    streaming search's int8 width index).
+    streaming search's int8 width index); ``band`` is recorded with each (see
+    :class:`Giants`).
     """
     lo, hi = keep if keep is not None else (0, snr.shape[1])
     dms, samples = run_peaks(snr, np.float32(threshold), int(lo), int(hi))
@@ -181,6 +204,7 @@ def giants_above(
         samples + int(sample_offset),
         chosen.astype(np.int32),
         snr[dms, samples].astype(np.float32),
+        band=np.full(dms.size, band, np.int8),
     )
 
 

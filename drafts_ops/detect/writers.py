@@ -16,7 +16,7 @@ from drafts_ops.detect.candidates import CSV_FIELDS, Candidate
 from drafts_ops.errors import ObservationError, ParameterError
 from drafts_ops.io.header import Header
 
-_OPTIONAL = ("detector_score", "classifier_prob")
+_OPTIONAL = ("detector_score", "classifier_prob", "subband")
 _INT_FIELDS = (
     "width_samples", "dm_index", "sample", "members", "first_sample", "last_sample", "beam",
 )  # fmt: skip
@@ -56,7 +56,8 @@ def read_csv(path: str | Path) -> list[Candidate]:
             values: dict[str, object] = {k: int(row[k]) for k in _INT_FIELDS}
             values.update({k: float(row[k]) for k in _FLOAT_FIELDS})
             for k in _OPTIONAL:
-                values[k] = float(row[k]) if row.get(k) else None
+                parse = int if k == "subband" else float
+                values[k] = parse(row[k]) if row.get(k) else None
             flag = row.get("is_burst", "")
             values["is_burst"] = None if flag == "" else flag == "True"
             out.append(Candidate(file=row["file"], **values))
