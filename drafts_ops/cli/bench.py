@@ -59,6 +59,10 @@ def _add_search_parser(targets) -> None:
     s.add_argument("--dm-max", type=float, default=None, help="highest DM, pc cm^-3")
     s.add_argument("--memory-budget-mib", type=float, default=None,
                    help="search memory budget, MiB (default: the search's)")  # fmt: skip
+    s.add_argument("--detector", choices=("classical", "ml", "both"), default=None,
+                   help="search detector (default: the search's, classical)")  # fmt: skip
+    s.add_argument("--search-subbands", type=int, default=None,
+                   help="also search this many sub-bands alone (default 1: off)")  # fmt: skip
     s.add_argument("--data-dir", type=Path, default=None,
                    help="observations kept here (default: TMPDIR/drafts-bench)")  # fmt: skip
     s.add_argument("--json", action="store_true", help="print a JSON list, one object per run")
@@ -70,8 +74,9 @@ def run_search_bench(args: argparse.Namespace) -> int:
     from drafts_ops.platform import platform_info
 
     extra = {}
-    if args.memory_budget_mib:
-        extra["memory_budget_mib"] = args.memory_budget_mib
+    for name in ("memory_budget_mib", "detector", "search_subbands"):
+        if getattr(args, name):
+            extra[name] = getattr(args, name)
     results = run_search_bench(args.configs, paths=tuple(args.paths), modes=tuple(args.modes),
                                data_dir=args.data_dir, duration_s=args.duration,
                                dm_max=args.dm_max, extra=extra)  # fmt: skip

@@ -114,7 +114,11 @@ def _subband_cpu(data, trials: Trials, out, ctx: Context) -> None:
     tiling = _cpu_tiling(
         "production/subband/cpu", data, trials, out, ctx, workspace=4 * shape[0] * shape[1]
     )
-    y = ctx.pool.get("subband-stage1", shape, np.float32, token=id(sub))
+    # One flat scratch of the budget's size, shared by every plan a thread runs (the
+    # channel ranges of a sub-band search run one after another): not one per plan.
+    size = max(shape[0] * shape[1], SUBBAND_SCRATCH_BYTES // 4)
+    y = ctx.pool.get("subband-stage1", (size,), np.float32)[: shape[0] * shape[1]]
+    y = y.reshape(shape)
     subband_cpu(data, trials.delays, out, tiling, sub=sub, y=y, chunk=chunk)
 
 
@@ -192,7 +196,7 @@ def run_production(kernel):
                 kernel(level, trials, out[:, lo:hi], ctx)  # contiguous rows: write in place
                 continue
             shape = (nbatch, index.size, -(-nout // factor))
-            rows = ctx.pool.get("group-out", shape, np.float32, (id(plan), factor))
+            rows = ctx.pool.get("group-out", shape, np.float32)  # used before the next
             kernel(level, trials, rows, ctx)
             upsample_rows(rows, index, factor, out)
 
