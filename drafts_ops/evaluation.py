@@ -17,10 +17,10 @@ point, measured on the same files:
 * **false positives** — every candidate that matches no injected burst, per minute of
   searched data, before and after classification, attributed to its most plausible cause
   (a fragment of a nearby burst, an impulse, a drifting signal, persistent RFI, noise);
-* every file is searched three ways (:data:`SEARCHES`): the full-band classical search,
+* every file is searched four ways (:data:`SEARCHES`): the full-band classical search,
   the sub-band classical search (the same, plus each of four sub-bands on its own: the
-  classical baseline for band-limited bursts) and the neural detector with the classical
-  search (``both``);
+  classical baseline for band-limited bursts), the neural detector alone and the detector
+  with the classical search (``both``);
 * each missed burst gets a reason (:func:`miss_reason`): outside the searched range,
   merged into another burst's candidate, or below the threshold.
 
@@ -57,6 +57,7 @@ EVALUATION_SUBBANDS = 4
 SEARCHES: dict[str, dict[str, Any]] = {
     "classical": {"detector": "classical"},
     "sub-band": {"detector": "classical", "search_subbands": EVALUATION_SUBBANDS},
+    "detector": {"detector": "ml"},
     "both": {"detector": "both"},
 }
 #: Configurations reported: (name, search, after classification).
@@ -65,6 +66,8 @@ CONFIGURATIONS: tuple[tuple[str, str, bool], ...] = (
     ("classical + classifier", "classical", True),
     ("sub-band classical", "sub-band", False),
     ("sub-band classical + classifier", "sub-band", True),
+    ("detector", "detector", False),
+    ("detector + classifier", "detector", True),
     ("both", "both", False),
     ("both + classifier", "both", True),
 )

@@ -548,6 +548,9 @@ class BlockBuffers:
     band_width_index: np.ndarray | None = None
     masked: np.ndarray | None = None  # blocks in which each channel was masked
     blocks: int = 0
+    #: Called with each block and its dedispersed samples ``[ndm, owned]`` (before the
+    #: search overwrites them): training data for the neural detector.
+    on_dm_time: Callable[[BlockRange, np.ndarray], None] | None = None
 
     def get(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
         buf = getattr(self, name)
@@ -560,19 +563,21 @@ class BlockBuffers:
 def search_segment(
     block_indices: Sequence[int], path: PathLike, plan: SearchPlan, work_dir: PathLike,
     *, on_block: Callable[[int], None] | None = None,
+    on_dm_time: Callable[[BlockRange, np.ndarray], None] | None = None,
 ) -> Path:  # fmt: skip
     """Search consecutive blocks of the observation in one streaming pass.
 
     Each block is read once (raw samples, decimated before any float copy), normalised
     and masked, dedispersed by the configured operator and searched by the fused boxcar
     kernel; giants of all the blocks go to one ``.npz`` file in ``work_dir`` (returned).
-    ``on_block(i)`` is called after each block (progress).
+    ``on_block(i)`` is called after each block (progress), ``on_dm_time(block,
+    dm_time)`` with the DM-time samples each block owns (``BlockBuffers.on_dm_time``).
     """
     indices = list(block_indices)
     if not indices:
         raise ParameterError("search_segment needs at least one block")
     dm_plan = plan.dm_plan()
-    buffers = BlockBuffers()
+    buffers = BlockBuffers(on_dm_time=on_dm_time)
     parts = []
     cfg = plan.config
     keep = None  # decimated searches keep their searched samples for the cutouts
@@ -640,6 +645,8 @@ def search_block(
                                   buffers=buffers, keep=keep)  # fmt: skip
     else:
         _dedisperse(prepared, dm_plan, cfg, out=dm_time)
+    if buffers.on_dm_time is not None:
+        buffers.on_dm_time(block, dm_time[:, keep[0] : keep[1]])
     use_ml = cfg.detector in ("ml", "both")
     snr = buffers.get("snr", dm_time.shape, np.float32) if use_ml else dm_time
     peaks = _load_detector().detect(dm_time, threshold=cfg.detector_threshold) if use_ml else []

@@ -104,3 +104,32 @@ def test_cli_evaluate_classifier_writes_its_tables(tmp_path, capsys):
     assert text.startswith("## Classifier on search candidates") and "| injected S/N |" in text
     assert "Held-out seed 3:" in text and "## Classifier on search candidates" in card.read_text()
     assert card.read_text().index("## Classifier") < card.read_text().index("## Limits")
+
+
+def test_detector_images_put_the_label_on_the_burst(tmp_path):
+    """The survey-band detector images are the search's DM-time data pooled as inference
+    pools it, and each burst's label lands on its brightest pixel."""
+    from drafts_ops.ml import preprocess as pp
+    from drafts_ops.ml.harvest import DetectorImages, detector_crops, pooled_dm_time
+    from drafts_ops.simulate import BurstSpec, SimulationConfig, write_simulation
+    from drafts_ops.simulate.bands import survey_band
+
+    band = survey_band("gbt")
+    burst = BurstSpec(t_s=4.0, dm=900.0, snr=40.0, width_s=3e-3)
+    config = SimulationConfig(**band.simulation_fields(), duration_s=10.0, seed=3,
+                              bursts=(burst,))  # fmt: skip
+    path = write_simulation(tmp_path / "gbt.fil", config)
+    pooled, plan = pooled_dm_time(path, band, tmp_path / "work", 1500.0)
+    dms = np.asarray(plan.dms)
+    assert pooled.shape == (pp.DETECTOR_ROWS, plan.header.nsamples)
+    row, col = pp.input_to_detector_coords(np.interp(burst.dm, dms, np.arange(dms.size)),
+                                           burst.t_s / plan.header.tsamp, dms.size, 1)  # fmt: skip
+    peak_row, peak_col = np.unravel_index(np.argmax(pooled), pooled.shape)
+    assert abs(peak_row - row) <= 1.5 and abs(peak_col - col) <= 3
+    images, centres = detector_crops(pooled, np.array([(row, col)]), np.random.default_rng(0), 192)
+    assert images.shape[1:] == (pp.DETECTOR_ROWS, 192) and len(centres) == len(images)
+    (r, c), *_ = centres[0]
+    assert images[0][round(r), round(c)] == images[0].max()  # standardised as inference does
+    saved = DetectorImages(images, centres, ["gbt"] * len(images)).save(tmp_path / "d.npz")
+    back = DetectorImages.load(saved)
+    assert back.centres == centres and np.array_equal(back.images, images)

@@ -19,7 +19,8 @@ def test_train_detector_few_steps_exports_matching_onnx(tmp_path):
     from drafts_ops.ml.inference import load_detector
     from drafts_ops.ml.train import train_detector
 
-    result = train_detector(steps=2, seed=3, out=tmp_path, pool_size=2, log=lambda _: None)
+    result = train_detector(steps=2, seed=3, out=tmp_path, pool_size=2, survey_seeds=(),
+                            log=lambda _: None)  # fmt: skip
     assert result.path == tmp_path / "detector.onnx" and result.size_bytes < 5 * 2**20
     entry = json.loads((tmp_path / "manifest.json").read_text())["models"]["detector.onnx"]
     assert entry["steps"] == 2 and entry["seed"] == 3 and entry["opset"] == 17

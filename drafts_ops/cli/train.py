@@ -26,7 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--pool-cache",
         type=Path,
         default=None,
-        help="classifier: folder that keeps the harvested candidates for the next run",
+        help="folder that keeps the harvested examples for the next run (classifier: "
+        "candidates; detector: survey-band DM-time images)",
     )
     p.add_argument(
         "--evaluate",
@@ -51,8 +52,6 @@ def run(args: argparse.Namespace) -> int:
     if args.pool is not None:
         kwargs["pool_size"] = args.pool
     if args.pool_cache is not None:
-        if args.model != "classifier":
-            raise ParameterError("--pool-cache is for the classifier (harvested candidates)")
         kwargs["pool_cache"] = args.pool_cache
     fn = train.train_detector if args.model == "detector" else train.train_classifier
     result = fn(**kwargs)

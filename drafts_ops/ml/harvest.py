@@ -217,6 +217,140 @@ def balanced_indices(labels: np.ndarray, rng: np.random.Generator, size: int) ->
     return np.concatenate([rng.choice(pos, half), rng.choice(neg, size - half)])
 
 
+# -- detector images harvested from the search's own DM-time data ---------------------------
+
+#: Seeds of the detector's survey images (the classifier's harvest uses 0, 1, ...).
+DETECTOR_HARVEST_SEEDS: tuple[int, ...] = (101, 102, 103)
+#: Random (not burst-centred) crops per burst-centred crop.
+DETECTOR_RANDOM_CROPS = 0.5
+
+
+@dataclass
+class DetectorImages:
+    """Detector training images ``[n, 64, columns]`` (preprocessed), the burst centres in
+    each (detector-pixel (row, col)) and the survey band each comes from."""
+
+    images: np.ndarray
+    centres: list[list[tuple[float, float]]] = field(default_factory=list)
+    bands: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return int(self.images.shape[0])
+
+    def save(self, path: str | Path) -> Path:
+        """Write to ``path`` (``.npz``, atomically)."""
+        import json
+
+        from drafts_ops.atomic import atomic_path
+
+        with atomic_path(Path(path)) as tmp, tmp.open("wb") as fh:
+            np.savez(fh, images=self.images, centres=json.dumps(self.centres),
+                     bands=np.array(self.bands, dtype=str))  # fmt: skip
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> DetectorImages:
+        """Images written by :meth:`save`."""
+        import json
+
+        with np.load(path) as npz:
+            centres = [[tuple(c) for c in crop] for crop in json.loads(str(npz["centres"]))]
+            return cls(npz["images"], centres, npz["bands"].tolist())
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[DetectorImages], columns: int) -> DetectorImages:
+        empty = np.empty((0, pp.DETECTOR_ROWS, columns), np.float32)
+        centres = [c for p in parts for c in p.centres]
+        bands = [b for p in parts for b in p.bands]
+        return cls(np.concatenate([empty, *(p.images for p in parts)]), centres, bands)
+
+
+def pooled_dm_time(path: Path, band, work: Path, dm_max: float) -> tuple[np.ndarray, object]:
+    """The search's DM-time data of a file (its default options in ``band``, to
+    ``dm_max``), each column's DM axis max-pooled to the detector's 64 rows as inference
+    does (:func:`~drafts_ops.ml.preprocess.resample_axis`): ``[64, nsamples]`` and the
+    plan. Pooling rows commutes with cropping columns, so crops of it are exactly the
+    detector's input rows."""
+    from drafts_ops.pipeline import SearchConfig, plan_search, search_segment
+
+    config = SearchConfig(dm_max=dm_max, classify=False, write_h5=False, write_plots=False,
+                          **band.search_options())  # fmt: skip
+    plan = plan_search(path, config)
+    pooled = np.zeros((pp.DETECTOR_ROWS, plan.header.nsamples), np.float32)
+
+    def keep(block, dm_time: np.ndarray) -> None:
+        n = dm_time.shape[1]
+        pooled[:, block.start : block.start + n] = pp.resample_axis(
+            dm_time, pp.DETECTOR_ROWS, 0, "max"
+        )
+
+    search_segment(range(len(plan.blocks)), path, plan, work, on_dm_time=keep)
+    return pooled, plan
+
+
+def detector_crops(
+    pooled: np.ndarray, centres: np.ndarray, rng: np.random.Generator, columns: int,
+    random_crops: float = DETECTOR_RANDOM_CROPS,
+) -> tuple[np.ndarray, list[list[tuple[float, float]]]]:  # fmt: skip
+    """Crops of ``columns`` from ``pooled`` ``[64, nt]``: one with each burst centre
+    ``(row, col)`` at a random place inside (16 columns from the edges), and
+    ``random_crops`` per burst at random places; each crop standardised as inference does,
+    with every centre it holds."""
+    nt = pooled.shape[1]
+    if nt < columns:
+        return np.empty((0, pp.DETECTOR_ROWS, columns), np.float32), []
+    starts = [int(np.clip(col - rng.uniform(16, columns - 16), 0, nt - columns))
+              for _, col in centres]  # fmt: skip
+    starts += rng.integers(0, nt - columns + 1, round(random_crops * len(centres))).tolist()
+    images, inside = [], []
+    for start in starts:
+        images.append(pp.prepare_dm_time(pooled[:, start : start + columns], 1))
+        inside.append([(float(r), float(c - start)) for r, c in centres
+                       if 0 <= c - start < columns])  # fmt: skip
+    return np.stack(images), inside
+
+
+def harvest_detector_images(
+    seeds: Sequence[int] = DETECTOR_HARVEST_SEEDS, *, per_bin: int = 6, columns: int = 192,
+    bands: Sequence[str] = ("fast", "gbt", "fast-raw"), dm_max: float = 3000.0,
+    log: Callable[[str], None] = print,
+) -> DetectorImages:  # fmt: skip
+    """Detector images from the search's own DM-time data of seeded observations in the
+    survey ``bands`` (the evaluation's operating point: bursts and every RFI kind in the
+    same files, DM to 2900, band-limited and scattered bursts), burst-centred and random
+    crops (:func:`detector_crops`)."""
+    from drafts_ops.evaluation import EvaluationSetup, evaluation_observations, truth_bursts
+    from drafts_ops.simulate import write_simulation
+
+    parts: list[DetectorImages] = []
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="drafts-detector-") as tmp:
+        work = Path(tmp)
+        for seed in seeds:
+            setup = EvaluationSetup(seed=seed, per_bin=per_bin, bands=tuple(bands),
+                                    dm_max=dm_max)  # fmt: skip
+            rng = np.random.default_rng(seed)
+            for k, (band, config) in enumerate(evaluation_observations(setup)):
+                path = write_simulation(work / f"det_{seed}_{k:03d}.fil", config)
+                pooled, plan = pooled_dm_time(path, band, work / "search", dm_max)
+                truth, _ = truth_bursts(path)
+                dms = np.asarray(plan.dms)
+                index = np.interp([b.dm for b in truth], dms, np.arange(dms.size))
+                rows, cols = pp.input_to_detector_coords(
+                    index, np.array([b.t_s / plan.header.tsamp for b in truth]), dms.size, 1
+                )
+                inside = [(r, c) for r, c, b in zip(rows, cols, truth, strict=True)
+                          if b.dm <= dms[-1]]  # fmt: skip
+                images, centres = detector_crops(pooled, np.array(inside), rng, columns)
+                parts.append(DetectorImages(images, centres, [band.name] * len(images)))
+                path.unlink()
+                path.with_name(path.stem + ".truth.csv").unlink(missing_ok=True)
+                log(f"detector harvest seed {seed} file {k + 1} ({band.name}): "
+                    f"{len(images)} images, {len(inside)} bursts; "
+                    f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+    return DetectorImages.concatenate(parts, columns)
+
+
 # -- validation on held-out harvested candidates --------------------------------------------
 
 

@@ -16,7 +16,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,16 +146,33 @@ def train_detector(
     *,
     batch_size: int = 16,
     pool_size: int = 1600,
+    survey_seeds: Sequence[int] | None = None,
+    survey_per_bin: int = 6,
+    pool_cache: str | Path | None = None,
     log: Callable[[str], None] = print,
 ) -> TrainResult:
-    """Train the DM-time detector and export ``out/detector.onnx`` (+ manifest entry)."""
+    """Train the DM-time detector and export ``out/detector.onnx`` (+ manifest entry).
+
+    The pool: ``pool_size`` simulated 64-channel blocks (:func:`data.detector_pool`) and
+    the search's own DM-time data of seeded survey-band observations
+    (:func:`~drafts_ops.ml.harvest.harvest_detector_images`; ``survey_seeds`` default
+    :data:`~drafts_ops.ml.harvest.DETECTOR_HARVEST_SEEDS`, ``()`` for none), kept in
+    ``pool_cache`` for the next run when given.
+    """
     from drafts_ops.ml import data
+    from drafts_ops.ml.harvest import DETECTOR_HARVEST_SEEDS
     from drafts_ops.ml.models import DetectorNet
 
     torch, dev = _setup(seed, device)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     images, centres = data.detector_pool(rng, pool_size)
+    seeds = DETECTOR_HARVEST_SEEDS if survey_seeds is None else tuple(survey_seeds)
+    if seeds:
+        survey = _survey_images(seeds, survey_per_bin, images.shape[2], pool_cache, log)
+        images = np.concatenate([images, survey.images])
+        centres = [*centres, *survey.centres]
+        log(f"detector: {len(survey)} survey-band images ({', '.join(sorted(set(survey.bands)))})")
     n, height, width = images.shape
     targets = [detector_targets(c, height, width) for c in centres]
     heat = torch.from_numpy(np.stack([t[0] for t in targets]))
@@ -195,6 +212,22 @@ def train_detector(
         loss=loss_avg,
         log=log,
     )
+
+
+def _survey_images(seeds, per_bin: int, columns: int, cache, log):
+    """Harvested survey-band detector images, read from / kept in ``cache`` when given."""
+    from drafts_ops.ml.harvest import DetectorImages, harvest_detector_images
+
+    name = f"detector-{'-'.join(str(s) for s in seeds)}-{per_bin}-{columns}.npz"
+    cached = Path(cache) / name if cache else None
+    if cached is not None and cached.exists():
+        log(f"detector: reading {cached}")
+        return DetectorImages.load(cached)
+    images = harvest_detector_images(seeds, per_bin=per_bin, columns=columns, log=log)
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        images.save(cached)
+    return images
 
 
 def train_classifier(
