@@ -64,7 +64,7 @@ class CandidatePlotter:
                                           cmap="magma", interpolation="nearest")  # fmt: skip
         (self.marker,) = self.ax_dm.plot([0.0], [0.0], marker="o", mfc="none", mec="cyan",
                                          ms=14, mew=1.5)  # fmt: skip
-        self.ax_dm.set_ylabel("DM (pc cm$^{-3}$)")
+        self.ax_dm.set_ylabel("DM (pc cm⁻³)")
         self.ax_dm.set_xlabel("time (s, top of band)")
         self.title = fig.suptitle("")
         self.figure = fig
@@ -96,7 +96,7 @@ class CandidatePlotter:
             self.ax_dm.yaxis.set_major_locator(AutoLocator())
         prob = "n/a" if c.classifier_prob is None else f"{c.classifier_prob:.2f}"
         self.title.set_text(
-            f"DM {c.dm:.1f} pc cm$^{{-3}}$   t {c.tcand_s:.4f} s   S/N {c.snr:.1f}\n"
+            f"DM {c.dm:.1f} pc cm⁻³   t {c.tcand_s:.4f} s   S/N {c.snr:.1f}\n"
             f"width {c.width_s * 1e3:.2f} ms ({c.width_samples} samp)   P(burst) {prob}"
             + (f"   {Path(c.file).name}" if c.file else "")
         )

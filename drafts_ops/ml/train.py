@@ -148,6 +148,7 @@ def train_detector(
     pool_size: int = 1600,
     survey_seeds: Sequence[int] | None = None,
     survey_per_bin: int = 6,
+    survey_share: float = 0.5,
     pool_cache: str | Path | None = None,
     log: Callable[[str], None] = print,
 ) -> TrainResult:
@@ -157,7 +158,8 @@ def train_detector(
     the search's own DM-time data of seeded survey-band observations
     (:func:`~drafts_ops.ml.harvest.harvest_detector_images`; ``survey_seeds`` default
     :data:`~drafts_ops.ml.harvest.DETECTOR_HARVEST_SEEDS`, ``()`` for none), kept in
-    ``pool_cache`` for the next run when given.
+    ``pool_cache`` for the next run when given; ``survey_share`` of every batch comes
+    from the survey-band images.
     """
     from drafts_ops.ml import data
     from drafts_ops.ml.harvest import DETECTOR_HARVEST_SEEDS
@@ -167,6 +169,7 @@ def train_detector(
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     images, centres = data.detector_pool(rng, pool_size)
+    synthetic = len(images)
     seeds = DETECTOR_HARVEST_SEEDS if survey_seeds is None else tuple(survey_seeds)
     if seeds:
         survey = _survey_images(seeds, survey_per_bin, images.shape[2], pool_cache, log)
@@ -187,8 +190,12 @@ def train_detector(
     opt = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-4)
     sched = _schedule(torch, opt, steps)
 
+    share = survey_share if n > synthetic else 0.0
+
     def batch_loss():
-        idx = rng.integers(0, n, batch_size)
+        survey_idx = rng.integers(synthetic, max(n, synthetic + 1), batch_size)
+        idx = np.where(rng.random(batch_size) < share, survey_idx,
+                       rng.integers(0, synthetic, batch_size))  # fmt: skip
         cells = rng.integers(0, (width - TRAIN_CROP) // stride + 1, batch_size)
         x = _crop(torch, x_all, idx, cells * stride, TRAIN_CROP).to(dev)
         h, o, m = (
