@@ -65,6 +65,8 @@ def _training_table(manifest: dict) -> str:
 
 def model_card(manifest: dict, ev: Evaluation) -> str:
     """The model card text."""
+    from drafts_ops.ml.harvest import DETECTOR_HARVEST_SEEDS
+
     ranges = data.BURST_RANGES
     at8_text = ", ".join(f"{k} {v:.2f}" for k, v in summary_at_8(ev).items())
     models = manifest["models"]
@@ -122,10 +124,18 @@ and automatic channel masking) before dedispersion or cutting out.
 * RFI (negatives and confusers), the simulator's three kinds: persistent narrow-band
   channels (1-3, 2-20 sigma), impulsive broadband zero-DM pulses (1-3, 1-8 sigma per
   channel, 0.5-5 ms), drifting narrow-band signals (3-12 sigma); and pure noise.
-* detector: {det_pool} DM-time blocks of 192 columns, DM trials from 0 by the tolerance
-  rule (half) or 48-256 uniform steps (half), reference dedisperser; 0-2 bursts per
-  block, each RFI kind with probability 1/4; random 128-column crops; CenterNet focal
-  loss on Gaussian heatmaps (sigma 1 cell) + L1 offset loss.
+* detector: {det_pool} DM-time images of 192 columns, of two kinds. (1) 64-channel blocks
+  as above, DM trials from 0 by the tolerance rule (half) or 48-256 uniform steps (half),
+  reference dedisperser; 0-2 bursts per block, each RFI kind with probability 1/4. (2)
+  The search's *own* DM-time data (`drafts_ops/ml/harvest.py`,
+  `harvest_detector_images`, seeds {", ".join(str(x) for x in DETECTOR_HARVEST_SEEDS)}):
+  seeded observations at the search evaluation's operating point in the FAST-like, GBT-like
+  and FAST raw (x8 x8) bands, dedispersed to DM 3000 by the streaming search itself (the
+  production operator, its normalisation, masking and clipping), each column's DM axis
+  pooled to 64 rows as inference pools it; one crop with each burst at a random place and
+  half as many random crops (bow-tie sidelobes, RFI, masked-channel residues, noise). Half
+  of every batch is of kind (2). Random 128-column crops; CenterNet focal loss on Gaussian
+  heatmaps (sigma 1 cell) + L1 offset loss.
 * classifier (`drafts_ops/ml/harvest.py`, not the 64-channel blocks above): {clf_pool}
   candidates *found by the search itself* in simulated survey observations (FAST-like 1024
   ch 196.608 us, GBT-like 336 ch 1.27 ms, demo-like 256 ch 512 us, FAST raw 4096 ch
@@ -168,7 +178,8 @@ Mean recall over the S/N >= 8 bins: {at8_text}
 ## Limits
 
 Trained on simulated Gaussian noise with simple RFI models: the detector on 64-channel
-L-band-like setups, the classifier on the survey bands above; real data with other RFI,
+L-band-like setups and the survey bands' own DM-time data, the classifier on the survey
+bands above; real data with other RFI,
 bandpass ripples or very different bands may behave differently. The classifier's
 probability is calibrated on held-out simulated candidates only (section "Classifier on
 search candidates"), not on real data.
