@@ -510,8 +510,8 @@ def block_size_for_budget(
     read plus their memory-mapped file pages; with decimation: the float32 averages, the
     raw samples going through :data:`DECIMATION_CHUNK_BYTES` chunks), the normalised
     float32 block, the float32 DM-time array (overwritten by S/N) and an int8 width index
-    (a second float32 S/N array with the neural detector). The overlap (maximum delay plus
-    boxcar padding) costs the input terms once more; :data:`BUDGET_RESERVE_MIB` is left for
+    (with the neural detector, its DM axis pooled to 64 rows: 256 bytes). The overlap
+    (maximum delay plus boxcar padding) costs the input terms once more; :data:`BUDGET_RESERVE_MIB` is left for
     the operator's scratch. A sub-band search (``subbands > 1``) adds one sub-band's
     DM-time array, width index and contiguous input copy. Returns a multiple of 1024, at
     least 4096.
@@ -524,7 +524,7 @@ def block_size_for_budget(
     else:
         input_bytes = 2.0 * raw.nchans * itemsize + 4.0 * header.nchans
         fixed = 0.0
-    output_bytes = plan.ndm * (4 + 1 + (4 if ml else 0) + (5 if subbands > 1 else 0))
+    output_bytes = plan.ndm * (4 + 1 + (5 if subbands > 1 else 0)) + (256 if ml else 0)
     if subbands > 1:
         input_bytes += 4.0 * header.nchans / subbands
     overlap = plan.max_delay + 2 * pad
@@ -542,7 +542,6 @@ class BlockBuffers:
 
     prepared: np.ndarray | None = None
     dm_time: np.ndarray | None = None
-    snr: np.ndarray | None = None
     width_index: np.ndarray | None = None
     band_dm_time: np.ndarray | None = None  # one sub-band's (search_subbands > 1)
     band_width_index: np.ndarray | None = None
@@ -648,8 +647,8 @@ def search_block(
     if buffers.on_dm_time is not None:
         buffers.on_dm_time(block, dm_time[:, keep[0] : keep[1]])
     use_ml = cfg.detector in ("ml", "both")
-    snr = buffers.get("snr", dm_time.shape, np.float32) if use_ml else dm_time
     peaks = _load_detector().detect(dm_time, threshold=cfg.detector_threshold) if use_ml else []
+    snr = dm_time  # the search's S/N overwrites the dedispersed samples (peaks are taken)
     widths = boxcar_widths(cfg.max_width_samples)
     width_index = buffers.get("width_index", dm_time.shape, np.int8)
     baseline = max(round(cfg.baseline_s / plan.header.tsamp), 4 * cfg.max_width_samples)

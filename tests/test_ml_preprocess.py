@@ -123,3 +123,15 @@ def test_suppress_duplicates_keeps_strongest_per_neighbourhood():
     ]
     kept = suppress_duplicates(peaks, radius_dm=2.0, radius_samples=8.0)
     assert [p.score for p in kept] == [0.9, 0.5, 0.4]
+
+
+@pytest.mark.parametrize("ndm", [40, 64, 1279])
+def test_pooling_rows_first_gives_the_same_detector_input(ndm):
+    """The detector pools a block's DM axis once for every tile and time scale: that must
+    equal preparing each tile from the unpooled block."""
+    block = np.random.default_rng(ndm).standard_normal((ndm, 700)).astype(np.float32)
+    pooled = pp.resample_axis(block, pp.DETECTOR_ROWS, 0, "max")
+    assert pooled.dtype == np.float32 and pooled.shape == (pp.DETECTOR_ROWS, 700)
+    for a, b, factor in ((0, 700, 1), (96, 500, 2), (13, 610, 4)):
+        np.testing.assert_array_equal(pp.prepare_dm_time(pooled[:, a:b], factor),
+                                      pp.prepare_dm_time(block[:, a:b], factor))  # fmt: skip

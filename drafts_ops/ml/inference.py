@@ -50,9 +50,12 @@ class DetectorPeak:
 
 def _session(path: Path):
     import onnxruntime as ort
+    from numba import config
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
+    # as many threads as the search's kernels (NUMBA_NUM_THREADS): inference runs between
+    # them, never beside them
+    options.intra_op_num_threads = int(config.NUMBA_NUM_THREADS)
     options.inter_op_num_threads = 1
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
@@ -179,14 +182,25 @@ class Detector:
             raise ParameterError(f"DM-time block must be 2-D [ndm, nt], got {dm_time.shape}")
         if time_factor < 1:
             raise ParameterError(f"time_factor = {time_factor} must be >= 1")
+        ndm = dm_time.shape[0]
+        # The DM axis is pooled to the network's rows once for every tile and scale
+        # (pooling rows commutes with taking columns and with averaging them in time).
+        rows = pp.resample_axis(dm_time, pp.DETECTOR_ROWS, 0, "max") if ndm >= 2 else dm_time
         found = [
-            peak
+            DetectorPeak(self._rows_to_dm(peak.dm_index, ndm), peak.sample, peak.score)
             for scale in scales
-            for peak in self._detect_scale(dm_time, threshold, time_factor * scale)
+            for peak in self._detect_scale(rows, threshold, time_factor * scale)
         ]
         radius_t = 8 * time_factor * max(scales)
-        radius_dm = 2 * max(dm_time.shape[0] / pp.DETECTOR_ROWS, 1.0)
+        radius_dm = 2 * max(ndm / pp.DETECTOR_ROWS, 1.0)
         return suppress_duplicates(found, radius_dm, radius_t)[:max_peaks]
+
+    @staticmethod
+    def _rows_to_dm(row_index: float, ndm: int) -> float:
+        """DM index of the original block for a (fractional) row of the pooled block."""
+        dm_index, _ = pp.detector_to_input_coords(np.asarray(row_index), np.asarray(0.0),
+                                                  ndm, 1)  # fmt: skip
+        return float(dm_index)
 
     def _detect_scale(
         self, dm_time: np.ndarray, threshold: float, time_factor: int

@@ -55,17 +55,17 @@ def resample_axis(
     input bin starting in that range (keeps a burst that is narrower than an output bin at
     full strength). Growing interpolates linearly between bin centres.
     """
-    a = np.asarray(a, dtype=np.float64)
-    n_in = a.shape[axis]
+    n_in = np.shape(a)[axis]
     if n_out <= 0 or n_in == 0:
         raise ParameterError(f"cannot resample an axis of {n_in} bins to {n_out}")
     if n_out == n_in:
-        return a.astype(np.float32)
-    moved = np.moveaxis(a, axis, -1)
-    if n_out < n_in and reduce == "max":
+        return np.asarray(a, dtype=np.float32)
+    if n_out < n_in and reduce == "max":  # exact in float32: no float64 copy of a block
         starts = np.floor(np.arange(n_out) * n_in / n_out).astype(np.int64)
-        out = np.maximum.reduceat(moved, starts, axis=-1)
-    elif n_out > n_in:
+        return np.maximum.reduceat(np.asarray(a, dtype=np.float32), starts, axis=axis)
+    a = np.asarray(a, dtype=np.float64)
+    moved = np.moveaxis(a, axis, -1)
+    if n_out > n_in:
         centres = (np.arange(n_out) + 0.5) * n_in / n_out - 0.5
         lo = np.clip(np.floor(centres).astype(np.int64), 0, n_in - 1)
         hi = np.minimum(lo + 1, n_in - 1)
