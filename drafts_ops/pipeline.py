@@ -512,9 +512,9 @@ def block_size_for_budget(
     float32 block, the float32 DM-time array (overwritten by S/N) and an int8 width index
     (with the neural detector, its DM axis pooled to 64 rows: 256 bytes). The overlap
     (maximum delay plus boxcar padding) costs the input terms once more;
-    :data:`BUDGET_RESERVE_MIB` is left for the operator's scratch. A sub-band search (``subbands > 1``) adds one sub-band's
-    DM-time array, width index and contiguous input copy. Returns a multiple of 1024, at
-    least 4096.
+    :data:`BUDGET_RESERVE_MIB` is left for the operator's scratch. A sub-band search
+    (``subbands > 1``) adds one sub-band's DM-time array, width index and contiguous input
+    copy. Returns a multiple of 1024, at least 4096.
     """
     decimating = header.nchans != raw.nchans or header.tsamp > raw.tsamp * 1.5
     itemsize = max(raw.nbits, 8) / 8
