@@ -23,7 +23,7 @@ from drafts_ops.ml.manifest import verify_model
 CLASSIFIER_FILE = "classifier.onnx"
 DETECTOR_FILE = "detector.onnx"
 #: Detector tile width (columns after time averaging) and overlap between tiles.
-TILE_COLUMNS = 8192
+TILE_COLUMNS = 4096
 TILE_OVERLAP = 512
 #: Time-averaging factors the detector runs at by default (merged afterwards).
 DETECTOR_SCALES: tuple[int, ...] = (1, 2, 4)
