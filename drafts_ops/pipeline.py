@@ -663,8 +663,8 @@ def search_block(
         cols = np.array([p.sample for p in peaks], np.float64)
         owned = (cols >= keep[0] - 0.5) & (cols < keep[1] - 0.5)
         scores = np.array([p.score for p in peaks], np.float32)[owned]
-        ml = giants_at(snr, widths[width_index] if peaks else width_index, dms[owned],
-                       cols[owned], scores, sample_offset=block.read_start)  # fmt: skip
+        ml = giants_at(snr, width_index, dms[owned], cols[owned], scores,
+                       sample_offset=block.read_start, widths=widths)  # fmt: skip
         parts.append(ml.select(ml.snr >= cfg.ml_min_snr))
     return Giants.concatenate(parts)
 

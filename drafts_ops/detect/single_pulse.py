@@ -217,11 +217,13 @@ def giants_at(
     *,
     sample_offset: int = 0,
     radius: int = 2,
+    widths: np.ndarray | None = None,
 ) -> Giants:
     """Giants at given (fractional) positions, e.g. neural-detector peaks.
 
     Each takes the best boxcar S/N within ``radius`` samples and one DM trial of its
-    position (``snr``, ``width`` from :func:`block_snr`), and carries its ``score``.
+    position (``snr``, ``width`` from :func:`block_snr`; ``width`` holds indices into
+    ``widths`` when that is given, as in :func:`giants_above`), and carries its ``score``.
     """
     ndm, nt = snr.shape
     rows = np.clip(np.rint(np.asarray(dm_index, np.float64)).astype(np.int64), 0, ndm - 1)
@@ -233,10 +235,13 @@ def giants_at(
         dd, tt = np.unravel_index(int(np.argmax(patch)), patch.shape)
         best_d[i], best_t[i] = d_lo + dd, t_lo + tt
     best = snr[best_d, best_t]
+    chosen = width[best_d, best_t]
+    if widths is not None:
+        chosen = np.asarray(widths)[chosen]
     return Giants(
         best_d.astype(np.int32),
         best_t + int(sample_offset),
-        np.maximum(width[best_d, best_t], 1).astype(np.int32),
+        np.maximum(chosen, 1).astype(np.int32),
         np.where(np.isfinite(best), best, 0.0).astype(np.float32),
         np.asarray(score, np.float32),
     )
