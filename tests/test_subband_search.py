@@ -103,16 +103,3 @@ def test_sub_band_column_round_trips(tmp_path):
 def test_impossible_sub_band_options_are_refused(options):
     with pytest.raises(ParameterError, match="search_subbands"):
         SearchConfig(**options)
-
-
-def test_a_burst_the_full_band_finds_is_reported_as_the_full_band_sees_it(tmp_path):
-    """A band-limited burst bright in the full band too gives one candidate, the full
-    band's (its brighter sub-band giants are explained by it, not split off)."""
-    from drafts_ops.simulate import BurstSpec
-
-    burst = BurstSpec(t_s=2.0, dm=600.0, snr=20.0, width_s=2e-3, **NARROW)
-    alone = _at(_search(tmp_path / "a", burst, algorithm="brute"))
-    split = _at(_search(tmp_path / "b", burst, algorithm="brute", search_subbands=4))
-    assert len(alone) == 1 and len(split) == 1, (alone, split)
-    assert split[0].subband == 0 and split[0].snr == pytest.approx(alone[0].snr, rel=1e-4)
-    assert (split[0].dm, split[0].width_samples) == (alone[0].dm, alone[0].width_samples)

@@ -104,37 +104,20 @@ class Response:
 
     def explains(self, head: int, giants: Giants, members: np.ndarray) -> np.ndarray:
         """Which ``members`` the burst at giant ``head`` can have produced: no brighter than
-        its response at their DM (in their band, :func:`subband_reach`) and at least as
-        wide as its smeared pulse (see :func:`plausible_sidelobe`)."""
+        its response at their DM (in their band) and at least as wide as its smeared pulse
+        (see :func:`plausible_sidelobe`)."""
         band = giants.band[members]
         smear = self.smear(giants.dm_index[members], int(giants.dm_index[head]), band)
         lo, hi = band_edges(self.freqs_mhz, self.bands, band)
-        reach = subband_reach(giants.band[head], band, len(self.bands))
-        return plausible_sidelobe(giants.snr[head] * reach, giants.width[head], smear,
+        return plausible_sidelobe(giants.snr[head], giants.width[head], smear,
                                   giants.snr[members], giants.width[members], self.max_width,
                                   sweep_density_between(lo, hi))  # fmt: skip
-
-
-def subband_reach(head_band: int, band: np.ndarray, nsub: int) -> np.ndarray:
-    """Factor by which a burst of full-band S/N ``s`` can exceed ``s`` in one of ``nsub``
-    sub-bands searched alone: ``sqrt(nsub)`` when all its emission lies there (the signal
-    stays, the noise drops by ``sqrt(nsub)``); 1 between bands of the same kind."""
-    grow = (np.asarray(band) > 0) & (int(head_band) == 0) & (nsub > 1)
-    return np.where(grow, np.sqrt(max(nsub, 1)), 1.0)
-
-
-def head_order(snr: np.ndarray, band: np.ndarray, cluster: np.ndarray) -> np.ndarray:
-    """Indices sorted by cluster, then full-band giants first, then S/N: the first of each
-    cluster is its head. A burst the full band detects is reported as the full band sees
-    it (its sub-band giants only add detections the full band lacks)."""
-    return np.lexsort((-np.asarray(snr), np.asarray(band) != 0, np.asarray(cluster)))
 
 
 def cluster_giants(
     giants: Giants, links: ClusterLinks | None = None, response: Response | None = None
 ) -> Clusters:
-    """Group giants into bursts; each cluster is represented by its highest-S/N member
-    (its highest full-band one when a sub-band search added giants: :func:`head_order`).
+    """Group giants into bursts; each cluster is represented by its highest-S/N member.
 
     With a ``response``, a cluster keeps only the members its brightest member can have
     produced (:meth:`Response.explains`); the others (a distinct burst that friends-of-
@@ -155,11 +138,12 @@ def cluster_giants(
     band = giants.band[order]
     labels = _link(sample, dm_index, width, links)
     if response is not None:
-        labels = _split_unexplained(Giants(dm_index, sample, width, snr, band=band), labels,
-                                    links, response)  # fmt: skip
+        labels = _split_unexplained(Giants(dm_index, sample, width, snr), labels, links,
+                                    response)  # fmt: skip
     _, inverse, members = np.unique(labels, return_inverse=True, return_counts=True)
     ncl = members.size
-    by_snr = head_order(snr, band, inverse)
+    # brightest member per cluster: sort by (cluster, -snr), take the first of each cluster
+    by_snr = np.lexsort((-snr, inverse))
     first_of = np.r_[0, np.flatnonzero(np.diff(inverse[by_snr])) + 1]
     head = by_snr[first_of]
     first = np.full(ncl, np.iinfo(np.int64).max)
@@ -197,8 +181,7 @@ def _split_unexplained(
             members = np.flatnonzero(labels == label)
             if members.size < 2:
                 continue
-            head = members[head_order(giants.snr[members], giants.band[members],
-                                      np.zeros(members.size, np.int64))[0]]  # fmt: skip
+            head = members[np.argmax(giants.snr[members])]
             moved[members[~response.explains(head, giants, members)]] = True
         if not moved.any():
             break
@@ -394,10 +377,9 @@ def merge_sidelobes(
         lo, hi = np.minimum(-top, -bottom), np.maximum(-top, -bottom)
         tol = 0.5 * (w[rest] + w[i]) + slack
         offset = t[rest] - t[i]
-        reach = heads.snr[i] * subband_reach(heads.band[i], heads.band[rest], len(bands))
-        plausible = plausible_sidelobe(reach, w[i], np.abs(bottom - top), heads.snr[rest],
+        plausible = plausible_sidelobe(heads.snr[i], w[i], np.abs(bottom - top), heads.snr[rest],
                                        w[rest], max_width, density[rest])  # fmt: skip
-        plausible &= heads.snr[rest] <= reach
+        plausible &= heads.snr[rest] <= heads.snr[i]
         side = rest[(offset >= lo - tol) & (offset <= hi + tol) & plausible]
         if side.size == 0:
             continue
