@@ -404,6 +404,9 @@ def plan_search(
         raw = reader.header
         edges = getattr(reader, "starts", None)  # first sample of each file (sequences)
     header = _searched_header(raw, config)
+    if config.search_subbands > header.nchans:
+        raise ParameterError(f"{path}: search_subbands = {config.search_subbands} is more than "
+                             f"the {header.nchans} searched channels")  # fmt: skip
     full = DMPlan.from_header(
         header, config.dm_min, config.dm_max, config.dm_step,
         dm_tol=config.dm_tol, decimate=config.decimate,

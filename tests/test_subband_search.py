@@ -103,3 +103,13 @@ def test_sub_band_column_round_trips(tmp_path):
 def test_impossible_sub_band_options_are_refused(options):
     with pytest.raises(ParameterError, match="search_subbands"):
         SearchConfig(**options)
+
+
+def test_more_sub_bands_than_channels_is_refused_naming_the_file(tmp_path):
+    from drafts_ops.simulate import SimulationConfig, write_simulation
+
+    path = write_simulation(tmp_path / "small.fil", SimulationConfig(
+        nchans=16, fch1=1500.0, foff=-4.0, tsamp=1e-3, duration_s=2.0, seed=1))  # fmt: skip
+    with pytest.raises(ParameterError, match=r"small\.fil.*search_subbands = 32"):
+        plan_search(path, SearchConfig(search_subbands=32, dm_max=100.0))
+    assert plan_search(path, SearchConfig(search_subbands=16, dm_max=100.0)).subband_plans()
