@@ -651,13 +651,10 @@ def search_block(
         buffers.on_dm_time(block, dm_time[:, keep[0] : keep[1]])
     use_ml = cfg.detector in ("ml", "both")
     peaks = _load_detector().detect(dm_time, threshold=cfg.detector_threshold) if use_ml else []
-    snr = dm_time  # the search's S/N overwrites the dedispersed samples (peaks are taken)
-    widths = boxcar_widths(cfg.max_width_samples)
     width_index = buffers.get("width_index", dm_time.shape, np.int8)
-    baseline = max(round(cfg.baseline_s / plan.header.tsamp), 4 * cfg.max_width_samples)
-    from drafts_ops.detect.kernels import search_rows
-
-    search_rows(dm_time, valid, widths, baseline, SEARCH_NOISE_POINTS, snr, width_index)
+    # the S/N overwrites the dedispersed samples (the detector's peaks are already taken)
+    widths = _boxcar_search(dm_time, valid, width_index, plan)
+    snr = dm_time
     if cfg.detector in ("classical", "both"):
         parts.append(giants_above(snr, width_index, cfg.snr_threshold, widths=widths,
                                   sample_offset=block.read_start, keep=keep))  # fmt: skip
@@ -682,28 +679,41 @@ def _search_subbands(
     Sub-band giants carry ``band = k`` (1-based) and cross a threshold raised for the
     extra trials (:func:`trials_threshold`).
     """
-    from drafts_ops.detect.kernels import search_rows
     from drafts_ops.detect.single_pulse import trials_threshold
 
     cfg = plan.config
-    widths = boxcar_widths(cfg.max_width_samples)
-    baseline = max(round(cfg.baseline_s / plan.header.tsamp), 4 * cfg.max_width_samples)
     threshold = trials_threshold(cfg.snr_threshold, cfg.search_subbands)
     band = buffers.get("band_dm_time", dm_time.shape, np.float32)
     width_index = buffers.get("band_width_index", dm_time.shape, np.int8)
     nout = dm_time.shape[1]
     parts = []
-    for k, sub_plan in enumerate(plan.subband_plans(), start=1):
-        c0, c1 = plan.subband_channels()[k - 1]
+    pairs = zip(plan.subband_channels(), plan.subband_plans(), strict=True)
+    for k, ((c0, c1), sub_plan) in enumerate(pairs, start=1):
         _dedisperse(prepared[c0:c1, : nout + sub_plan.max_delay], sub_plan, cfg, out=band)
         if k == 1:
             dm_time[...] = band
         else:
             dm_time += band
-        search_rows(band, valid, widths, baseline, SEARCH_NOISE_POINTS, band, width_index)
+        widths = _boxcar_search(band, valid, width_index, plan)
         parts.append(giants_above(band, width_index, threshold, widths=widths,
                                   sample_offset=block.read_start, keep=keep, band=k))  # fmt: skip
     return parts
+
+
+def _boxcar_search(
+    series: np.ndarray, valid: np.ndarray, width_index: np.ndarray, plan: SearchPlan
+) -> np.ndarray:
+    """Replace each DM row of ``series`` by its best boxcar S/N (fused kernel: running
+    baseline, per-width noise measured on the data), the chosen width's index into
+    ``width_index``; returns the boxcar widths (samples)."""
+    from drafts_ops.detect.kernels import search_rows
+    from drafts_ops.detect.single_pulse import baseline_window
+
+    cfg = plan.config
+    widths = boxcar_widths(cfg.max_width_samples)
+    baseline = baseline_window(cfg.baseline_s, plan.header.tsamp, cfg.max_width_samples)
+    search_rows(series, valid, widths, baseline, SEARCH_NOISE_POINTS, series, width_index)
+    return widths
 
 
 #: Strided samples from which each DM row's baseline and per-boxcar noise are measured.

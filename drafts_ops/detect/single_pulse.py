@@ -39,6 +39,12 @@ def boxcar_widths(max_width: int) -> np.ndarray:
     return np.array(sorted(w for w in widths if w <= top), dtype=np.int64)
 
 
+def baseline_window(baseline_s: float, tsamp: float, max_width: int) -> int:
+    """Running-baseline window of the boxcar search, samples: ``baseline_s`` (s) at
+    sampling ``tsamp`` (s), at least 4 of the widest boxcar."""
+    return max(round(baseline_s / tsamp), 4 * int(max_width))
+
+
 def trials_threshold(threshold: float, factor: float) -> float:
     """The S/N threshold with ``factor`` times more independent trials and the same false
     alarms as ``threshold`` (Gaussian noise): ``Q(new) = Q(threshold) / factor``, with

@@ -19,7 +19,7 @@ from drafts_ops.atomic import atomic_path
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.detect.candidates import Candidate, candidates_from_clusters
 from drafts_ops.detect.cluster import cluster_giants
-from drafts_ops.detect.single_pulse import block_snr, giants_above
+from drafts_ops.detect.single_pulse import baseline_window, block_snr, giants_above
 from drafts_ops.validation.config import Thresholds, ValidationConfig
 from drafts_ops.validation.runner import PathRun, Runner
 
@@ -47,7 +47,7 @@ def detect_path(
 ) -> Detection:
     """Boxcar search of ``run``'s DM–time output; saves the S/N and width maps."""
     t0 = time.perf_counter()
-    baseline = max(round(config.baseline_s / plan.tsamp), 4 * config.max_width_samples)
+    baseline = baseline_window(config.baseline_s, plan.tsamp, config.max_width_samples)
     snr, width = block_snr(
         np.asarray(run.load()), max_width=config.max_width_samples, baseline_window=baseline
     )
