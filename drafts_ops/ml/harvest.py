@@ -313,14 +313,21 @@ def detector_crops(
 def harvest_detector_images(
     seeds: Sequence[int] = DETECTOR_HARVEST_SEEDS, *, per_bin: int = 6, columns: int = 192,
     bands: Sequence[str] = ("fast", "gbt", "fast-raw"), dm_max: float = 3000.0,
-    log: Callable[[str], None] = print,
+    cache: str | Path | None = None, log: Callable[[str], None] = print,
 ) -> DetectorImages:  # fmt: skip
     """Detector images from the search's own DM-time data of seeded observations in the
     survey ``bands`` (the evaluation's operating point: bursts and every RFI kind in the
     same files, DM to 2900, band-limited and scattered bursts), burst-centred and random
-    crops (:func:`detector_crops`)."""
+    crops (:func:`detector_crops`). ``cache``: a folder where they are kept and read back
+    by a later call with the same seeds and sizes."""
     from drafts_ops.evaluation import EvaluationSetup, evaluation_observations, truth_bursts
     from drafts_ops.simulate import write_simulation
+
+    name = f"detector-{'-'.join(str(s) for s in seeds)}-{per_bin}-{columns}.npz"
+    cached = Path(cache) / name if cache else None
+    if cached is not None and cached.exists():
+        log(f"detector harvest: reading {cached}")
+        return DetectorImages.load(cached)
 
     parts: list[DetectorImages] = []
     t0 = time.perf_counter()
@@ -348,7 +355,11 @@ def harvest_detector_images(
                 log(f"detector harvest seed {seed} file {k + 1} ({band.name}): "
                     f"{len(images)} images, {len(inside)} bursts; "
                     f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
-    return DetectorImages.concatenate(parts, columns)
+    images = DetectorImages.concatenate(parts, columns)
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        images.save(cached)
+    return images
 
 
 # -- validation on held-out harvested candidates --------------------------------------------

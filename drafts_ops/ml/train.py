@@ -162,7 +162,7 @@ def train_detector(
     from the survey-band images.
     """
     from drafts_ops.ml import data
-    from drafts_ops.ml.harvest import DETECTOR_HARVEST_SEEDS
+    from drafts_ops.ml.harvest import DETECTOR_HARVEST_SEEDS, harvest_detector_images
     from drafts_ops.ml.models import DetectorNet
 
     torch, dev = _setup(seed, device)
@@ -172,7 +172,9 @@ def train_detector(
     synthetic = len(images)
     seeds = DETECTOR_HARVEST_SEEDS if survey_seeds is None else tuple(survey_seeds)
     if seeds:
-        survey = _survey_images(seeds, survey_per_bin, images.shape[2], pool_cache, log)
+        survey = harvest_detector_images(
+            seeds, per_bin=survey_per_bin, columns=images.shape[2], cache=pool_cache, log=log
+        )
         images = np.concatenate([images, survey.images])
         centres = [*centres, *survey.centres]
         log(f"detector: {len(survey)} survey-band images ({', '.join(sorted(set(survey.bands)))})")
@@ -219,22 +221,6 @@ def train_detector(
         loss=loss_avg,
         log=log,
     )
-
-
-def _survey_images(seeds, per_bin: int, columns: int, cache, log):
-    """Harvested survey-band detector images, read from / kept in ``cache`` when given."""
-    from drafts_ops.ml.harvest import DetectorImages, harvest_detector_images
-
-    name = f"detector-{'-'.join(str(s) for s in seeds)}-{per_bin}-{columns}.npz"
-    cached = Path(cache) / name if cache else None
-    if cached is not None and cached.exists():
-        log(f"detector: reading {cached}")
-        return DetectorImages.load(cached)
-    images = harvest_detector_images(seeds, per_bin=per_bin, columns=columns, log=log)
-    if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        images.save(cached)
-    return images
 
 
 def train_classifier(
