@@ -208,6 +208,11 @@ class Band:
     fmax_mhz: float
 
 
+#: Narrowest emitting band :func:`emission_band` gives a band-limited burst (fraction of
+#: the band; the evaluation simulates envelopes down to a tenth of the band).
+MIN_EMISSION_FRACTION = 0.1
+
+
 @dataclass(frozen=True)
 class MatchWindow:
     """Where a candidate of a burst may lie (see :func:`match_window`).
@@ -223,18 +228,18 @@ class MatchWindow:
 
 
 def emission_band(burst: InjectedBurst, band: Band) -> tuple[float, float]:
-    """Frequencies (MHz) where the burst emits: its envelope's half-power points inside the
-    band (at least a quarter of the band wide), or the whole band."""
+    """Frequencies (MHz) where the burst emits: its envelope's half-power points (at least
+    :data:`MIN_EMISSION_FRACTION` of the band wide) clipped to the band; a quarter of the
+    band at the nearer edge when the envelope is centred off the band; else the band."""
     lo, hi = band.fmin_mhz, band.fmax_mhz
     if burst.band_centre_mhz is None or burst.band_fwhm_mhz is None:
         return lo, hi
-    half = burst.band_fwhm_mhz / 2.0
-    f_lo = float(np.clip(burst.band_centre_mhz - half, lo, hi))
-    f_hi = float(np.clip(burst.band_centre_mhz + half, lo, hi))
-    quarter = (hi - lo) / 4.0
-    if f_hi - f_lo < quarter:  # envelope mostly outside the band: its edge emits
-        f_lo, f_hi = (lo, lo + quarter) if f_hi <= lo + quarter else (hi - quarter, hi)
-    return f_lo, f_hi
+    centre = float(burst.band_centre_mhz)
+    if not lo <= centre <= hi:  # only the envelope's wing is in the band: its edge emits
+        quarter = (hi - lo) / 4.0
+        return (lo, lo + quarter) if centre < lo else (hi - quarter, hi)
+    half = max(float(burst.band_fwhm_mhz), MIN_EMISSION_FRACTION * (hi - lo)) / 2.0
+    return float(max(centre - half, lo)), float(min(centre + half, hi))
 
 
 def match_window(burst: InjectedBurst, band: Band, dm_trials: np.ndarray) -> MatchWindow:

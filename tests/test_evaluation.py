@@ -64,12 +64,16 @@ def test_window_follows_width_scattering_and_dm_spacing():
 def test_band_limited_burst_window_uses_its_emitting_band():
     low = InjectedBurst(t_s=1.0, dm=700.0, snr=20.0, width_s=1e-3, boxcar_width_s=4e-3,
                         band_centre_mhz=1230.0, band_fwhm_mhz=80.0)  # fmt: skip
-    assert emission_band(low, BAND) == (1200.0, 1275.0)  # clipped, at least a quarter band
+    assert emission_band(low, BAND) == (1200.0, 1270.0)  # half-power points, clipped
     off_band = InjectedBurst(t_s=1.0, dm=700.0, snr=20.0, width_s=1e-3,
                              band_centre_mhz=1100.0, band_fwhm_mhz=100.0)  # fmt: skip
     assert emission_band(off_band, BAND) == (1200.0, 1275.0)
+    # a narrow envelope in mid-band emits there, not at an edge of the band
+    mid = InjectedBurst(t_s=1.0, dm=700.0, snr=20.0, width_s=1e-3,
+                        band_centre_mhz=1350.0, band_fwhm_mhz=40.0)  # fmt: skip
+    assert emission_band(mid, BAND) == (1330.0, 1370.0)
     w = match_window(low, BAND, TRIALS)
-    sweep = float(dispersion_delay_s(1.0, 1200.0, 1275.0))
+    sweep = float(dispersion_delay_s(1.0, 1200.0, 1270.0))
     assert w.dm_tol == pytest.approx(max(4e-3 / sweep, 10.0))
     # found 11 units low, the emission at ~1240 MHz arrives later by K * 11 * (f^-2 - top^-2)
     late = 11.0 * float(dispersion_delay_s(1.0, 1240.0, 1500.0))
