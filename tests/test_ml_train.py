@@ -74,3 +74,15 @@ def test_train_without_torch_says_install_extra(monkeypatch):
 
         require_torch()
     assert main(["train", "detector", "--steps", "1"]) == 2
+
+
+def test_classifier_training_shift_moves_each_example_by_its_own_columns():
+    torch = pytest.importorskip("torch", reason="training needs the train extra (torch)")
+    from drafts_ops.ml.train import shift_columns
+
+    images = torch.zeros((2, 1, 3, 8))
+    images[:, :, :, 4] = 1.0  # a burst in column 4 of both examples
+    moved = shift_columns(torch, images, np.array([2, -3]))
+    assert moved.shape == images.shape
+    assert moved[0, 0, :, 6].tolist() == [1.0] * 3 and moved[0].sum() == 3
+    assert moved[1, 0, :, 1].tolist() == [1.0] * 3 and moved[1].sum() == 3

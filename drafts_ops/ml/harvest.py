@@ -5,7 +5,8 @@ makes for the candidates the search finds. So its training data are exactly thos
 observations in the survey bands (:data:`HARVEST_BANDS`, each with its decimation), with
 bursts and every RFI kind in the same files (:func:`drafts_ops.evaluation.
 observation_configs`), searched by :func:`~drafts_ops.pipeline.run_search` with the
-classical detector to DM 3000. Each candidate's saved cutouts become one example, labelled
+classical detector and its sub-band search (:data:`HARVEST_SEARCH`) to DM 3000. Each
+candidate's saved cutouts become one example, labelled
 a burst when it matches an injected burst (:func:`drafts_ops.evaluation.match_candidates`)
 and otherwise a negative of its cause (burst fragment / sidelobe, impulsive, drifting,
 persistent RFI, noise; :func:`drafts_ops.evaluation.fp_cause`).
@@ -33,6 +34,10 @@ from drafts_ops.ml.card import CLASSIFIER_SECTION
 HARVEST_BANDS: tuple[str, ...] = ("gbt", "fast", "demo", "fast-raw")
 #: Burst-bearing span of a harvested file, s.
 HARVEST_FILE_S = 20.0
+#: Search options of a harvest beyond the band's defaults: the sub-band search too, so the
+#: classifier sees the faint band-limited candidates (and sub-band RFI) it finds, besides
+#: every full-band candidate.
+HARVEST_SEARCH = {"search_subbands": 4}
 #: Seed of the classifier's held-out validation pool (training: 0, 1, ...).
 CLASSIFIER_VALIDATION_SEED = 20_261_131
 #: Edges of the reliability-curve bins (predicted probability).
@@ -172,12 +177,14 @@ def harvest(
     """At least ``examples`` harvested candidates (fewer if the setup's files run out),
     from the observations of :func:`harvest_setup` ``(seed, per_bin)`` in order.
 
-    ``cache``: a folder where the pool is kept (``harvest-<seed>-<examples>.npz``) and
-    read back by a later call with the same seed and size.
+    Each file is searched with :data:`HARVEST_SEARCH`. ``cache``: a folder where the pool
+    is kept (``harvest-<seed>-<examples>-<per_bin>-<options>.npz``) and read back by a
+    later call with the same seed and size.
     """
     from drafts_ops.simulate import write_simulation
 
-    cached = Path(cache) / f"harvest-{seed}-{examples}-{per_bin}.npz" if cache else None
+    tag = "-".join(f"{k}{v}" for k, v in sorted(HARVEST_SEARCH.items()))
+    cached = Path(cache) / f"harvest-{seed}-{examples}-{per_bin}-{tag}.npz" if cache else None
     if cached is not None and cached.exists():
         log(f"harvest: reading {cached}")
         return CandidatePool.load(cached)
@@ -193,7 +200,7 @@ def harvest(
             if count >= examples:
                 break
             path = write_simulation(work / f"harvest_{seed}_{k:04d}.fil", config)
-            part = harvest_file(path, band, work, setup.dm_max)
+            part = harvest_file(path, band, work, setup.dm_max, HARVEST_SEARCH)
             path.unlink()
             path.with_name(path.stem + ".truth.csv").unlink(missing_ok=True)
             parts.append(part)

@@ -7,7 +7,8 @@ reference dedisperser), already preprocessed exactly as inference does.
 Detector: CenterNet focal loss on a Gaussian heatmap (sigma 1 cell) around each burst
 centre (true DM, arrival at the top of the band) plus L1 loss on the sub-cell offsets.
 Classifier: binary cross-entropy; the DM-time input is blanked for 25% of the examples so
-that the classifier also works on the freq-time cutout alone.
+that the classifier also works on the freq-time cutout alone, and both inputs are shifted
+together in time by up to :data:`CLASSIFIER_JITTER` columns.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ HEATMAP_SIGMA = 1.0
 TRAIN_CROP = 128
 #: Fraction of classifier examples trained with the DM-time input blanked.
 DM_TIME_DROPOUT = 0.25
+#: Largest time shift (columns, either way) of a classifier example in training: the
+#: search centres a candidate only to within a sample or two, and its decimation phase
+#: varies, so the classifier must not depend on the exact centring.
+CLASSIFIER_JITTER = 4
 
 
 def require_torch():
@@ -243,8 +248,9 @@ def train_classifier(
     burst), and export ``out/classifier.onnx``.
 
     Batches are half bursts, half negatives; the DM-time input is blanked for
-    :data:`DM_TIME_DROPOUT` of the examples. ``pool_cache``: a folder that keeps the
-    harvested pool for the next run with the same seed and size.
+    :data:`DM_TIME_DROPOUT` of the examples, and each example is shifted in time
+    (:func:`shift_columns`, up to :data:`CLASSIFIER_JITTER` columns). ``pool_cache``: a
+    folder that keeps the harvested pool for the next run with the same seed and size.
     """
     from drafts_ops.ml.harvest import balanced_indices, harvest
     from drafts_ops.ml.models import ClassifierNet
@@ -278,7 +284,12 @@ def train_classifier(
         keep = torch.from_numpy((rng.random(batch_size) >= DM_TIME_DROPOUT).astype(np.float32))[
             :, None, None, None
         ]
-        logits = net(ft_all[idx].to(dev), (dt_all[idx] * keep).to(dev))
+        shifts = rng.integers(-CLASSIFIER_JITTER, CLASSIFIER_JITTER + 1, batch_size)
+        ft_b, dt_b = (
+            shift_columns(torch, ft_all[idx], shifts),
+            shift_columns(torch, dt_all[idx], shifts),
+        )
+        logits = net(ft_b.to(dev), (dt_b * keep).to(dev))
         return lossf(logits, y_all[idx].to(dev))
 
     loss_avg, t_train = _optimise(net, opt, sched, steps, batch_loss, name="classifier", log=log)
@@ -295,6 +306,15 @@ def train_classifier(
         loss=loss_avg,
         log=log,
     )
+
+
+def shift_columns(torch, images, shifts: np.ndarray):
+    """``images [B, 1, rows, cols]`` each rolled along time by its ``shifts[b]`` columns
+    (the wrapped columns are noise: every input is standardised around its candidate)."""
+    cols = images.shape[-1]
+    index = (np.arange(cols)[None, :] - np.asarray(shifts)[:, None]) % cols
+    index = torch.from_numpy(index).to(images.device)[:, None, None, :]
+    return torch.gather(images, -1, index.expand_as(images))
 
 
 def synthetic_pool(
