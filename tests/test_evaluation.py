@@ -279,3 +279,17 @@ def test_model_card_gets_the_section(tiny_evaluation, tmp_path):
     text = card.read_text()
     assert text.count(SEARCH_SECTION) == 1 and "sha256 `abc`" in text
     assert find_section(text) == card_section(tiny_evaluation)
+
+
+def test_searched_snr_charges_decimation_to_narrow_high_dm_bursts():
+    from types import SimpleNamespace
+
+    from drafts_ops.evaluation import searched_snr
+
+    raw = SimpleNamespace(tsamp=49.152e-6, foff=-500 / 4096, fmin=1000.0, fmax=1500.0)
+    x8 = SimpleNamespace(tsamp=8 * raw.tsamp, foff=8 * raw.foff, fmin=1000.0, fmax=1500.0)
+    narrow = InjectedBurst(t_s=1.0, dm=2500.0, snr=12.0, width_s=1e-4, boxcar_width_s=2e-3)
+    wide = InjectedBurst(t_s=1.0, dm=100.0, snr=12.0, width_s=20e-3, boxcar_width_s=20e-3)
+    assert searched_snr(narrow, raw, raw) == 12.0  # not decimated: the injected S/N
+    assert searched_snr(narrow, raw, x8) < 0.6 * 12.0  # 2 ms -> ~10 ms of smearing
+    assert 0.98 * 12.0 < searched_snr(wide, raw, x8) < 12.0
