@@ -27,7 +27,12 @@ from __future__ import annotations
 import numpy as np
 
 from drafts_ops.dedisp.plan import delay_table
-from drafts_ops.detect.kernels import normalised_phased_sums, strided_dedisperse, strided_shift
+from drafts_ops.detect.kernels import (
+    normalised_phased_sums,
+    strided_dedisperse,
+    strided_shift,
+    transpose_into_kernel,
+)
 from drafts_ops.detect.preprocess import channel_location_scale
 from drafts_ops.errors import ParameterError
 
@@ -145,13 +150,16 @@ def _cutouts(  # noqa: PLR0917
 ) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
     """``(freq_time, dm_time or None)``, the DM-time image only when ``ndm > 0``.
 
-    Each channel is read only as far as its own largest delay needs, a chunk of channels
-    at a time: normalised, each sample replaced by the sum of the ``factor`` samples from
-    it on (phase-major, :func:`~drafts_ops.detect.kernels.normalised_phased_sums`), then
-    shifted by its delay at every DM row and added up only at the ``size`` decimated
-    samples the image keeps (:func:`~drafts_ops.detect.kernels.strided_dedisperse`): the
-    dedispersed series averaged over ``factor`` samples, exactly, at a ``factor``-th of
-    the cost and without a float copy of the whole window.
+    ``data`` ``[nchan, nt]`` may be channel-major or a transposed view of time-major
+    spectra (the file's layout), whose chunks are then transposed only as far as their
+    channels need. Each channel is read only as far as its own largest delay needs, a
+    chunk of channels at a time: normalised, each sample replaced by the sum of the
+    ``factor`` samples from it on (phase-major,
+    :func:`~drafts_ops.detect.kernels.normalised_phased_sums`), then shifted by its delay at
+    every DM row and added up only at the ``size`` decimated samples the image keeps
+    (:func:`~drafts_ops.detect.kernels.strided_dedisperse`): the dedispersed series
+    averaged over ``factor`` samples, exactly, at a ``factor``-th of the cost and without a
+    float copy of the whole window.
     """
     _check(freqs_mhz, tsamp, dm, width_samples, size)
     data = np.asarray(data)
@@ -170,10 +178,21 @@ def _cutouts(  # noqa: PLR0917
     waterfall = np.empty((nchan, size), np.float32)
     dm_time = np.zeros((ndm, size), np.float32)
     scratch = np.empty(max(CHUNK_FLOATS, int(lengths.max())), np.float32)
-    for c0, c1 in _chunks(lengths, scratch.size):
+    chunks = _chunks(lengths, scratch.size)
+    time_major = piece.ndim == 2 and piece.strides[0] < piece.strides[1]
+    if time_major:  # the file's layout: each chunk's channels transposed, only as far as needed
+        size_max = max((c1 - c0) * int(lengths[c0:c1].max()) for c0, c1 in chunks)
+        transposed = np.empty(size_max, piece.dtype)
+    for c0, c1 in chunks:
         rows = np.concatenate([[0], np.cumsum(lengths[c0:c1])])
-        normalised_phased_sums(piece[c0:c1], lo - start, offset[c0:c1], weight[c0:c1],
-                               factor, rows, scratch)  # fmt: skip
+        part = piece[c0:c1]
+        if time_major:
+            part = part[:, : max(min(start + int(lengths[c0:c1].max()) - lo, part.shape[1]), 0)]
+            out = transposed[: part.size].reshape(part.shape)
+            transpose_into_kernel(part.T, out)
+            part = out
+        normalised_phased_sums(part, lo - start, offset[c0:c1], weight[c0:c1], factor, rows,
+                               scratch)  # fmt: skip
         strided_shift(scratch, rows, ft_delays[c0:c1], factor, waterfall[c0:c1])
         if ndm:
             strided_dedisperse(scratch, rows, dt_delays[:, c0:c1], factor, dm_time)

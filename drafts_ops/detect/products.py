@@ -5,10 +5,11 @@ The window is read through the search's own reader path
 (:func:`drafts_ops.pipeline.read_searched`): raw samples, averaged to the searched time and
 frequency resolution before any float copy, so a 4096-channel file searched at x8 x8
 decimation costs 64 times less than its raw resolution would; a decimating search's kept
-samples are read as a view of their file. Both images are computed a chunk of channels at
-a time, each channel only as far as its own delay needs, and the DM-time image only at the
-decimated samples it keeps (:mod:`drafts_ops.detect.cutouts`): about 0.1 s and 50 MB per
-candidate at 1024 channels and DM 2000.
+samples are read as a view of their file; without decimation, a view of the file's own
+time-major layout, of which the cutouts transpose each chunk of channels only as far as
+its delays need. Both images are computed a chunk of channels at a time, each channel only
+as far as its own delay needs, and the DM-time image only at the decimated samples it
+keeps (:mod:`drafts_ops.detect.cutouts`).
 """
 
 from __future__ import annotations
@@ -133,11 +134,18 @@ class CutoutMaker:
         lo, hi = max(start, 0), min(stop, header.nsamples)
         if self.searched is not None:
             data = self.searched.read(lo, max(hi, lo + 1))
+        elif (
+            cfg.time_decimation == 1
+            and cfg.freq_decimation == 1
+            and ((spectra := self.reader.read_spectra(lo, max(hi, lo + 1) - lo)) is not None)
+        ):  # the file's own layout, no copy: the cutouts transpose only what they use
+            data = spectra.T
         else:
             data = read_searched(self.reader, self.plan, lo, max(hi, lo + 1))
         mask = self.static_mask.copy()
         if cfg.auto_mask and data.shape[1] > 1:  # channel statistics near the candidate
-            mask |= auto_mask(data[:, :CUTOUT_STATS_SAMPLES], cfg.mask_threshold)
+            head = np.ascontiguousarray(data[:, :CUTOUT_STATS_SAMPLES])
+            mask |= auto_mask(head, cfg.mask_threshold)
         return data, freqs, header.tsamp, cand.dm, sample - lo, cand.width_samples, mask
 
 
