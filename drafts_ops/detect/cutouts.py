@@ -24,6 +24,8 @@ does not grow with ``factor`` and no float copy of the whole window exists.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from drafts_ops.dedisp.plan import delay_table
@@ -256,14 +258,18 @@ def _channel_scaling(
     return stats[:, 0], np.where(bad, 0.0, 1.0 / np.maximum(stats[:, 1], 1e-30))
 
 
+@functools.lru_cache(maxsize=8)
 def _rebin_matrix(nin: int, nout: int) -> np.ndarray:
-    """``[nout, nin]`` weights averaging ``nin`` bins onto ``nout`` by overlap (anti-aliased)."""
+    """``[nout, nin]`` weights averaging ``nin`` bins onto ``nout`` by overlap (anti-aliased;
+    float32, read-only: built once per shape)."""
     edges_in = np.linspace(0.0, 1.0, nin + 1)
     edges_out = np.linspace(0.0, 1.0, nout + 1)
     lo = np.maximum(edges_out[:-1, None], edges_in[None, :-1])
     hi = np.minimum(edges_out[1:, None], edges_in[None, 1:])
     weights = np.clip(hi - lo, 0.0, None)
-    return weights / weights.sum(axis=1, keepdims=True)
+    matrix = (weights / weights.sum(axis=1, keepdims=True)).astype(np.float32)
+    matrix.flags.writeable = False
+    return matrix
 
 
 def _standardise(image: np.ndarray) -> np.ndarray:
