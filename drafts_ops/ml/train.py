@@ -229,20 +229,20 @@ def train_detector(
 
 
 def train_classifier(
-    steps: int = 2000,
+    steps: int = 3000,
     seed: int = 0,
     out: str | Path = "models",
     device: str = "cpu",
     *,
     batch_size: int = 32,
-    pool_size: int = 2000,
+    pool_size: int = 3000,
     synthetic_size: int | None = None,
     pool_cache: str | Path | None = None,
     log: Callable[[str], None] = print,
 ) -> TrainResult:
     """Train the burst classifier on candidates harvested from the search itself
     (:func:`drafts_ops.ml.harvest.harvest`: the survey bands, bursts and every RFI kind in
-    the same files, the search's own cutouts), plus ``synthetic_size`` (default half of
+    the same files, the search's own cutouts), plus ``synthetic_size`` (default a third of
     ``pool_size``) synthetic cutouts (:func:`synthetic_pool`: pure noise and RFI at places
     no search candidate lies, so that the classifier does not call everything unfamiliar a
     burst), and export ``out/classifier.onnx``.
@@ -259,7 +259,7 @@ def train_classifier(
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     pool = harvest(seed, pool_size, cache=pool_cache, log=log)
-    n_synthetic = pool_size // 2 if synthetic_size is None else synthetic_size
+    n_synthetic = pool_size // 3 if synthetic_size is None else synthetic_size
     ft_s, dt_s, y_s = synthetic_pool(seed, n_synthetic, pool_cache)
     ft = np.concatenate([pool.freq_time, ft_s]).astype(np.float32)
     dt = np.concatenate([pool.dm_time, dt_s]).astype(np.float32)
