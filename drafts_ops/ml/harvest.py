@@ -6,10 +6,10 @@ observations in the survey bands (:data:`HARVEST_BANDS`, each with its decimatio
 bursts and every RFI kind in the same files (:func:`drafts_ops.evaluation.
 observation_configs`), searched by :func:`~drafts_ops.pipeline.run_search` with the
 classical detector and its sub-band search (:data:`HARVEST_SEARCH`) to DM 3000. Each
-candidate's saved cutouts become one example, labelled
-a burst when it matches an injected burst (:func:`drafts_ops.evaluation.match_candidates`)
-and otherwise a negative of its cause (burst fragment / sidelobe, impulsive, drifting,
-persistent RFI, noise; :func:`drafts_ops.evaluation.fp_cause`).
+candidate's saved cutouts become one example, labelled a burst when it matches an
+injected burst (:func:`drafts_ops.evaluation.match_candidates`) and otherwise a negative
+of its cause (burst fragment / sidelobe, impulsive, drifting, persistent RFI, noise;
+:func:`drafts_ops.evaluation.fp_cause`).
 
 Training uses seeds 0, 1, ...; :func:`validate_classifier` uses a held-out seed, and
 ``drafts evaluate search`` another one.
