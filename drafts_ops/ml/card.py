@@ -137,16 +137,20 @@ and automatic channel masking) before dedispersion or cutting out.
   of every batch is of kind (2). Random 128-column crops; CenterNet focal loss on Gaussian
   heatmaps (sigma 1 cell) + L1 offset loss.
 * classifier (`drafts_ops/ml/harvest.py`, not the 64-channel blocks above): {clf_pool}
-  candidates *found by the search itself* in simulated survey observations (FAST-like 1024
+  examples, three quarters of them candidates *found by the search itself* in simulated
+  survey observations (FAST-like 1024
   ch 196.608 us, GBT-like 336 ch 1.27 ms, demo-like 256 ch 512 us, FAST raw 4096 ch
   49.152 us searched x8 x8; 8-bit; bursts and every RFI kind in the same files, bursts
   0.2 s + exponential (mean 1 s) apart over DM 20-2900, FWHM 0.1-20 ms, 30% scattered,
   30% band-limited down to 10% of the band; searched to DM 3000 with each band's
-  decimation), each with the cutouts the search made for it (`make_cutouts`, searched
-  resolution); a candidate matching an injected burst is a positive, every other one a
-  negative of its cause (burst fragments / sidelobes, impulses, drifting signals,
-  persistent channels, noise); batches half bursts, half negatives; binary
-  cross-entropy.
+  decimation, full band and 4 sub-bands, `--search-subbands 4`), each with the cutouts
+  the search made for it (`make_cutouts`, searched resolution); a candidate matching an
+  injected burst is a positive, every other one a negative of its cause (burst fragments
+  / sidelobes, impulses, drifting signals, persistent channels, noise); the other quarter
+  synthetic 64-channel cutouts (noise and RFI where no search candidate lies, and
+  bursts). Batches half bursts, half negatives; each example shifted in time by up to 4
+  columns (both inputs together: the search centres a candidate only to a sample or two);
+  binary cross-entropy.
 * AdamW (lr 3e-3, one-cycle), batch 16 (detector) / 32 (classifier), one CPU thread.
   Reproduce with `drafts train detector` and `drafts train classifier`
   (`--seed`, `--steps`, `--pool`; `--evaluate` rewrites this card).
