@@ -97,12 +97,17 @@ def robust_standardise_rows(img: np.ndarray) -> np.ndarray:
     """
     img = np.asarray(img, dtype=np.float32)
     med, sigma = robust_location_scale(img, "mad", axis=-1, keepdims=True, mad_to_std=MAD_TO_SIGMA)
-    # A row whose MAD is zero but which is not constant (sparse spikes): use its std.
-    std = np.abs(img - med).std(axis=-1, keepdims=True)
-    sigma = np.where(sigma > 0, sigma, std)
+    flat = sigma <= 0
+    if flat.any():  # MAD zero but the row not constant (sparse spikes): use its std
+        std = np.abs(img - med).std(axis=-1, keepdims=True)
+        sigma = np.where(flat, std, sigma)
     with np.errstate(invalid="ignore", divide="ignore"):
-        z = np.where(sigma > 0, (img - med) / sigma, 0.0)
-    return (np.clip(z, *CLIP_SIGMA) / INPUT_SCALE).astype(np.float32)
+        z = np.subtract(img, med, dtype=np.float32)
+        z /= sigma
+    z[np.broadcast_to(~(sigma > 0), z.shape)] = 0.0
+    np.clip(z, *CLIP_SIGMA, out=z)
+    z /= np.float32(INPUT_SCALE)
+    return z
 
 
 def _check_image(img: np.ndarray, name: str) -> np.ndarray:
