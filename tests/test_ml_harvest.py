@@ -98,12 +98,18 @@ def test_cli_evaluate_classifier_writes_its_tables(tmp_path, capsys):
     card = tmp_path / "CARD.md"
     card.write_text("# Card\n\n## Limits\n\nsome\n")
     args = build_parser().parse_args(["evaluate", "classifier", "--examples", "5", "--seed", "3",
-                                      "--out", str(tmp_path), "--card", str(card)])  # fmt: skip
+                                      "--out", str(tmp_path), "--card", str(card),
+                                      "--pool-cache", str(tmp_path / "pool")])  # fmt: skip
     assert args.func(args) == 0
     text = (tmp_path / "classifier_evaluation.md").read_text()
     assert text.startswith("## Classifier on search candidates") and "| injected S/N |" in text
     assert "Held-out seed 3:" in text and "## Classifier on search candidates" in card.read_text()
     assert card.read_text().index("## Classifier") < card.read_text().index("## Limits")
+    assert len(list((tmp_path / "pool").glob("harvest-3-5-*.npz"))) == 1
+    capsys.readouterr()
+    assert args.func(args) == 0  # the second evaluation reads the kept candidates
+    assert "harvest: reading" in capsys.readouterr().err
+    assert (tmp_path / "classifier_evaluation.md").read_text() == text
 
 
 def test_detector_images_put_the_label_on_the_burst(tmp_path):
