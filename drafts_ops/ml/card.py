@@ -189,7 +189,11 @@ probability is calibrated on held-out simulated candidates only (section "Classi
 search candidates"), not on real data. The detector's input is a block's whole DM range
 pooled to 64 rows (about 20 trials per row for FAST-like data to DM 3000): on survey data
 it finds less than half of what the boxcar search finds on its own (section "End-to-end
-search evaluation"); it is meant to run with it (`--detector both`).
+search evaluation"); it is meant to run with it (`--detector both`). The classifier does
+not depend on a candidate's centring within a few samples at boxcar widths up to 16
+samples; at wider boxcars (cutouts decimated 16x or more, a narrow burst sub-pixel) its
+score drops; and it passes most fragments of real bursts (a bright, scattered burst
+detected again tens of pc cm^-3 away), which are burst emission at the wrong DM.
 """
 
 
