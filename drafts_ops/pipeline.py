@@ -739,6 +739,7 @@ def read_searched(reader, plan: SearchPlan, start: int, stop: int) -> np.ndarray
     step = max(1, DECIMATION_CHUNK_BYTES // per_sample)
     for a in range(start, stop, step):
         b = min(a + step, stop)
+        reader.prefetch(b * tf, min(step, stop - b) * tf)  # the disk reads the next chunk meanwhile
         spectra = reader.read_spectra(a * tf, (b - a) * tf)
         if spectra is not None:  # straight from the file's layout: no transposed copy
             n = spectra.shape[0] // tf

@@ -255,3 +255,26 @@ def test_burst_across_a_file_boundary_is_found_once(tmp_path):
     assert result.plan.header.nsamples == 8000 and result.plan.files == tuple(map(str, files))
     near = [c for c in result.candidates if abs(c.sample - (at + 1)) <= 30]
     assert len(near) == 1 and abs(near[0].dm - 120.0) < 10 and near[0].snr > 15
+
+
+def test_decimating_reader_reads_the_next_chunk_ahead(tmp_path, monkeypatch):
+    """The decimating reader asks the file for each next chunk while it averages the
+    current one (so the disk works meanwhile), and the averages do not depend on it."""
+    from drafts_ops import pipeline
+    from drafts_ops.io import open_observation
+
+    header = Header(nchans=64, fch1=1500.0, foff=-4.0, tsamp=1e-3, nbits=8, nsamples=4000)
+    data = np.random.default_rng(5).integers(0, 256, (64, 4000)).astype(np.uint8)
+    path = write_sigproc(tmp_path / "raw.fil", header, data)
+    config = SearchConfig(dm_max=100.0, time_decimation=4, freq_decimation=2)
+    plan = pipeline.plan_search(path, config)
+    monkeypatch.setattr(pipeline, "DECIMATION_CHUNK_BYTES", 64 * 4 * 100)  # 100 per chunk
+    calls = []
+    with open_observation(path) as reader:
+        ahead = reader.prefetch
+        monkeypatch.setattr(reader, "prefetch", lambda s, n: (calls.append((s, n)), ahead(s, n)))
+        out = pipeline.read_searched(reader, plan, 0, 1000)
+    expected = data.astype(np.float64).reshape(32, 2, 1000, 4).mean(axis=(1, 3))
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+    assert calls[:2] == [(400, 400), (800, 400)]  # raw samples of the next chunk, in turn
+    assert calls[-1] == (4000, 0) and len(calls) == 10

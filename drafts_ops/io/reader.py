@@ -88,6 +88,13 @@ class ObservationReader(ABC):
             yield start, self.read_block(start, min(nsamp + overlap, total - start), raw=raw)
             start += nsamp
 
+    def prefetch(self, start: int, nsamp: int) -> None:  # noqa: B027 (optional hook)
+        """Hint that samples ``[start, start + nsamp)`` will be read soon (streaming).
+
+        Memory-mapped readers ask the kernel to read them ahead, so that the disk works
+        while the current chunk is computed on; the default does nothing.
+        """
+
     def release(self, stop: int) -> None:  # noqa: B027 (optional hook, not abstract)
         """Hint that samples before ``stop`` will not be read again (streaming).
 

@@ -174,17 +174,31 @@ class SigprocReader(ObservationReader):
         chunk = self._raw[start * self.spectrum_bytes : stop * self.spectrum_bytes]
         return np.asarray(chunk).view(self._dtype).reshape(max(stop - start, 0), h.nchans)
 
+    def prefetch(self, start: int, nsamp: int) -> None:
+        """Ask the kernel to read samples ``[start, start + nsamp)`` ahead (madvise)."""
+        a, b = self._map_range(start, start + nsamp)
+        if b > a and hasattr(mmap, "MADV_WILLNEED"):
+            self._madvise(mmap.MADV_WILLNEED, a, b - a)
+
     def release(self, stop: int) -> None:
         """Drop the mapped pages of samples before ``stop`` from this process (madvise)."""
-        mm = getattr(self._raw, "_mmap", None)
-        if mm is None or not hasattr(mm, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
-            return
-        # numpy maps from an allocation-granularity boundary below the data offset.
+        _, end = self._map_range(0, stop)
+        if end > 0 and hasattr(mmap, "MADV_DONTNEED"):
+            self._madvise(mmap.MADV_DONTNEED, 0, end)
+
+    def _map_range(self, start: int, stop: int) -> tuple[int, int]:
+        """Page-aligned byte range of the memory map holding samples ``[start, stop)``
+        (numpy maps from an allocation-granularity boundary below the data offset)."""
         lead = self.data_offset % mmap.ALLOCATIONGRANULARITY
-        end = lead + min(max(stop, 0), self.header.nsamples) * self.spectrum_bytes
-        length = end - end % mmap.PAGESIZE
-        if length > 0:
-            mm.madvise(mmap.MADV_DONTNEED, 0, length)
+        n = self.header.nsamples
+        a = lead + min(max(start, 0), n) * self.spectrum_bytes
+        b = lead + min(max(stop, 0), n) * self.spectrum_bytes
+        return a - a % mmap.PAGESIZE, b - b % mmap.PAGESIZE
+
+    def _madvise(self, advice: int, offset: int, length: int) -> None:
+        mm = getattr(self._raw, "_mmap", None)
+        if mm is not None and hasattr(mm, "madvise"):
+            mm.madvise(advice, offset, length)
 
     def close(self) -> None:
         """Drop the memory map (blocks already returned stay valid: they are copies)."""
