@@ -24,11 +24,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from drafts_ops.ml import preprocess as pp
 from drafts_ops.ml.card import CLASSIFIER_SECTION
+
+T = TypeVar("T")
 
 #: Survey bands of the harvested observations (interleaved, so every band is in any pool).
 HARVEST_BANDS: tuple[str, ...] = ("gbt", "fast", "demo", "fast-raw")
@@ -42,6 +45,23 @@ HARVEST_SEARCH = {"search_subbands": 4}
 CLASSIFIER_VALIDATION_SEED = 20_261_131
 #: Edges of the reliability-curve bins (predicted probability).
 RELIABILITY_EDGES = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
+
+
+def cached(
+    path: Path | None, compute: Callable[[], T], load: Callable[[Path], T],
+    save: Callable[[T, Path], object], *, log: Callable[[str], None] = print, what: str = "cache",
+) -> T:  # fmt: skip
+    """``compute()``, kept at ``path`` (``save``) and read back (``load``) by a later call
+    that finds it there (``log``: "<what>: reading <path>"); ``path`` ``None``: no cache.
+    The harvests take tens of minutes."""
+    if path is not None and path.exists():
+        log(f"{what}: reading {path}")
+        return load(path)
+    result = compute()
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save(result, path)
+    return result
 
 
 @dataclass
@@ -181,13 +201,17 @@ def harvest(
     is kept (``harvest-<seed>-<examples>-<per_bin>-<options>.npz``) and read back by a
     later call with the same seed and size.
     """
-    from drafts_ops.simulate import write_simulation
-
     tag = "-".join(f"{k}{v}" for k, v in sorted(HARVEST_SEARCH.items()))
-    cached = Path(cache) / f"harvest-{seed}-{examples}-{per_bin}-{tag}.npz" if cache else None
-    if cached is not None and cached.exists():
-        log(f"harvest: reading {cached}")
-        return CandidatePool.load(cached)
+    path = Path(cache) / f"harvest-{seed}-{examples}-{per_bin}-{tag}.npz" if cache else None
+    return cached(path, lambda: _harvest(seed, examples, per_bin, work_dir, log),
+                  CandidatePool.load, CandidatePool.save, log=log, what="harvest")  # fmt: skip
+
+
+def _harvest(
+    seed: int, examples: int, per_bin: int, work_dir: str | Path | None,
+    log: Callable[[str], None],
+) -> CandidatePool:  # fmt: skip
+    from drafts_ops.simulate import write_simulation
 
     setup = harvest_setup(seed, per_bin)
     observations = interleaved_observations(setup)
@@ -208,11 +232,7 @@ def harvest(
             log(f"harvest {k + 1}/{len(observations)} ({band.name}): {len(part)} candidates, "
                 f"{int(part.labels.sum())} bursts; {count}/{examples} in "
                 f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
-    pool = CandidatePool.concatenate(parts)
-    if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        pool.save(cached)
-    return pool
+    return CandidatePool.concatenate(parts)
 
 
 def balanced_indices(labels: np.ndarray, rng: np.random.Generator, size: int) -> np.ndarray:
@@ -327,14 +347,19 @@ def harvest_detector_images(
     same files, DM to 2900, band-limited and scattered bursts), burst-centred and random
     crops (:func:`detector_crops`). ``cache``: a folder where they are kept and read back
     by a later call with the same seeds and sizes."""
+    name = f"detector-{'-'.join(str(s) for s in seeds)}-{per_bin}-{columns}.npz"
+    return cached(Path(cache) / name if cache else None,
+                  lambda: _harvest_detector_images(seeds, per_bin, columns, bands, dm_max, log),
+                  DetectorImages.load, DetectorImages.save, log=log,
+                  what="detector harvest")  # fmt: skip
+
+
+def _harvest_detector_images(  # noqa: PLR0917
+    seeds: Sequence[int], per_bin: int, columns: int, bands: Sequence[str], dm_max: float,
+    log: Callable[[str], None],
+) -> DetectorImages:  # fmt: skip
     from drafts_ops.evaluation import EvaluationSetup, evaluation_observations, truth_bursts
     from drafts_ops.simulate import write_simulation
-
-    name = f"detector-{'-'.join(str(s) for s in seeds)}-{per_bin}-{columns}.npz"
-    cached = Path(cache) / name if cache else None
-    if cached is not None and cached.exists():
-        log(f"detector harvest: reading {cached}")
-        return DetectorImages.load(cached)
 
     parts: list[DetectorImages] = []
     t0 = time.perf_counter()
@@ -362,11 +387,7 @@ def harvest_detector_images(
                 log(f"detector harvest seed {seed} file {k + 1} ({band.name}): "
                     f"{len(images)} images, {len(inside)} bursts; "
                     f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
-    images = DetectorImages.concatenate(parts, columns)
-    if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        images.save(cached)
-    return images
+    return DetectorImages.concatenate(parts, columns)
 
 
 # -- validation on held-out harvested candidates --------------------------------------------

@@ -325,22 +325,27 @@ def synthetic_pool(
     impulsive and drifting RFI cutouts placed where no search candidate would be), kept
     in ``cache`` (a folder) when given."""
     from drafts_ops.ml import data
+    from drafts_ops.ml.harvest import cached
 
-    path = Path(cache) / f"synthetic-{seed}-{n}.npz" if cache else None
-    if path is not None and path.exists():
-        with np.load(path) as npz:
-            return npz["freq_time"], npz["dm_time"], npz["labels"]
     if n <= 0:
         empty = np.empty((0, pp.CLASSIFIER_SIZE, pp.CLASSIFIER_SIZE), np.float32)
         return empty, empty, np.empty(0, np.float32)
-    ft, dt, labels = data.classifier_pool(np.random.default_rng([seed, 1]), n)
-    if path is not None:
-        from drafts_ops.atomic import atomic_path
+    path = Path(cache) / f"synthetic-{seed}-{n}.npz" if cache else None
+    return cached(path, lambda: data.classifier_pool(np.random.default_rng([seed, 1]), n),
+                  _load_examples, _save_examples, log=lambda _: None)  # fmt: skip
 
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(path) as tmp, tmp.open("wb") as fh:
-            np.savez(fh, freq_time=ft, dm_time=dt, labels=labels)
-    return ft, dt, labels
+
+def _load_examples(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    with np.load(path) as npz:
+        return npz["freq_time"], npz["dm_time"], npz["labels"]
+
+
+def _save_examples(examples: tuple[np.ndarray, np.ndarray, np.ndarray], path: Path) -> None:
+    from drafts_ops.atomic import atomic_path
+
+    ft, dt, labels = examples
+    with atomic_path(path) as tmp, tmp.open("wb") as fh:
+        np.savez(fh, freq_time=ft, dm_time=dt, labels=labels)
 
 
 def _finish(kind, path, *, pool_size, net, steps, seed, t_data, t_train, loss, log) -> TrainResult:
