@@ -672,8 +672,9 @@ def _score_file(ev: SearchEvaluation, path: Path, band: SurveyBand, work: Path) 
         dms = np.asarray(plan.dms)
         b = Band(plan.header.tsamp, plan.header.fmin, plan.header.fmax)
         m = match_candidates(truth, cands, b, dms)
-        for row, burst in zip(rows, truth, strict=True):
-            row["searched_snr"] = searched_snr(burst, plan.raw_header, plan.header)
+        if search == _searches()[0]:  # the same for every search of the file
+            for row, burst in zip(rows, truth, strict=True):
+                row["searched_snr"] = searched_snr(burst, plan.raw_header, plan.header)
         for name, searched, classified in CONFIGURATIONS:
             if searched != search:
                 continue
@@ -856,10 +857,7 @@ def results_markdown(ev: SearchEvaluation) -> str:
     names = _names()
     lines = [_describe(ev), "", "Recall by injected S/N (all bands):", ""]
     lines += _table("injected S/N", ev.recall_table(), lambda r: f"{r['lo']:g}-{r['hi']:g}")
-    for snr in (8.0, 12.0):
-        at = ev.recall_at_least(snr)
-        n = sum(b["snr"] >= snr for b in ev.bursts)
-        lines.append(f"| >= {snr:g} | {n} | " + " | ".join(_fmt(at[x]) for x in names) + " |")
+    lines += [_at_least_row(ev, snr) for snr in (8.0, 12.0)]
     lines += [
         "",
         "Recall by the S/N expected at the searched resolution (`searched_snr`: "
@@ -870,9 +868,7 @@ def results_markdown(ev: SearchEvaluation) -> str:
     ]
     lines += _table("searched S/N", ev.recall_by("searched_snr", SEARCHED_SNR_EDGES, min_snr=0.0),
                     lambda r: f"{r['lo']:g}-{r['hi']:g}")  # fmt: skip
-    at = ev.recall_at_least(8.0, "searched_snr")
-    n = sum(b.get("searched_snr", b["snr"]) >= 8.0 for b in ev.bursts)
-    lines.append(f"| >= 8 | {n} | " + " | ".join(_fmt(at[x]) for x in names) + " |")
+    lines.append(_at_least_row(ev, 8.0, "searched_snr"))
     lines += ["", "Recall at injected S/N >= 8 by band, DM, FWHM and occupied bandwidth:", ""]
     lines += _table("band", ev.recall_by_band(), lambda r: r["band"])
     by = (("DM (pc cm^-3)", "dm", DM_EDGES, "{:g}"), ("FWHM (ms)", "width_ms", WIDTH_EDGES_MS,
@@ -904,6 +900,13 @@ def results_markdown(ev: SearchEvaluation) -> str:
               + ", ".join(f"{d} {merged.get(d, 0)}" for d in _searches()) + ".",
               "", _verdict(ev)]  # fmt: skip
     return "\n".join(lines)
+
+
+def _at_least_row(ev: SearchEvaluation, snr: float, key: str = "snr") -> str:
+    """Table row: bursts with ``key`` >= ``snr`` and every configuration's recall of them."""
+    at = ev.recall_at_least(snr, key)
+    n = sum(b.get(key, b["snr"]) >= snr for b in ev.bursts)
+    return f"| >= {snr:g} | {n} | " + " | ".join(_fmt(at[x]) for x in _names()) + " |"
 
 
 def _verdict(ev: SearchEvaluation) -> str:
