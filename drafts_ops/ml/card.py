@@ -65,13 +65,15 @@ def _training_table(manifest: dict) -> str:
 
 def model_card(manifest: dict, ev: Evaluation) -> str:
     """The model card text."""
-    from drafts_ops.ml.harvest import DETECTOR_HARVEST_SEEDS
+    from drafts_ops.ml.harvest import DETECTOR_HARVEST_SEEDS, HARVEST_SEARCH
+    from drafts_ops.ml.train import CLASSIFIER_JITTER
 
     ranges = data.BURST_RANGES
     at8_text = ", ".join(f"{k} {v:.2f}" for k, v in summary_at_8(ev).items())
     models = manifest["models"]
     det_pool = models.get("detector.onnx", {}).get("pool_size", "?")
     clf_pool = models.get("classifier.onnx", {}).get("pool_size", "?")
+    nsub, jitter = HARVEST_SEARCH["search_subbands"], CLASSIFIER_JITTER
     return f"""# drafts-ops neural models
 
 Two small networks in the style of DRAFTS (Zhang et al. 2024), trained with PyTorch on
@@ -138,19 +140,18 @@ and automatic channel masking) before dedispersion or cutting out.
   heatmaps (sigma 1 cell) + L1 offset loss.
 * classifier (`drafts_ops/ml/harvest.py`, not the 64-channel blocks above): {clf_pool}
   examples, three quarters of them candidates *found by the search itself* in simulated
-  survey observations (FAST-like 1024
-  ch 196.608 us, GBT-like 336 ch 1.27 ms, demo-like 256 ch 512 us, FAST raw 4096 ch
-  49.152 us searched x8 x8; 8-bit; bursts and every RFI kind in the same files, bursts
-  0.2 s + exponential (mean 1 s) apart over DM 20-2900, FWHM 0.1-20 ms, 30% scattered,
-  30% band-limited down to 10% of the band; searched to DM 3000 with each band's
-  decimation, full band and 4 sub-bands, `--search-subbands 4`), each with the cutouts
-  the search made for it (`make_cutouts`, searched resolution); a candidate matching an
-  injected burst is a positive, every other one a negative of its cause (burst fragments
-  / sidelobes, impulses, drifting signals, persistent channels, noise); the other quarter
-  synthetic 64-channel cutouts (noise and RFI where no search candidate lies, and
-  bursts). Batches half bursts, half negatives; each example shifted in time by up to 4
-  columns (both inputs together: the search centres a candidate only to a sample or two);
-  binary cross-entropy.
+  survey observations (FAST-like 1024 ch 196.608 us, GBT-like 336 ch 1.27 ms, demo-like
+  256 ch 512 us, FAST raw 4096 ch 49.152 us searched x8 x8; 8-bit; bursts and every RFI
+  kind in the same files, bursts 0.2 s + exponential (mean 1 s) apart over DM 20-2900,
+  FWHM 0.1-20 ms, 30% scattered, 30% band-limited down to 10% of the band; searched to DM
+  3000 with each band's decimation, full band and {nsub} sub-bands, `--search-subbands
+  {nsub}`), each with the cutouts the search made for it (`make_cutouts`, searched
+  resolution); a candidate matching an injected burst is a positive, every other one a
+  negative of its cause (burst fragments / sidelobes, impulses, drifting signals,
+  persistent channels, noise); the other quarter synthetic 64-channel cutouts (noise and
+  RFI where no search candidate lies, and bursts). Batches half bursts, half negatives;
+  each example shifted in time by up to {jitter} columns (both inputs together: the search
+  centres a candidate only to a sample or two); binary cross-entropy.
 * AdamW (lr 3e-3, one-cycle), batch 16 (detector) / 32 (classifier), one CPU thread.
   Reproduce with `drafts train detector` and `drafts train classifier`
   (`--seed`, `--steps`, `--pool`; `--evaluate` rewrites this card).
@@ -183,8 +184,8 @@ Mean recall over the S/N >= 8 bins: {at8_text}
 
 Trained on simulated Gaussian noise with simple RFI models: the detector on 64-channel
 L-band-like setups and the survey bands' own DM-time data, the classifier on the survey
-bands above; real data with other RFI,
-bandpass ripples or very different bands may behave differently. The classifier's
+bands above; real data with other RFI, bandpass ripples or very different bands may behave
+differently. The classifier's
 probability is calibrated on held-out simulated candidates only (section "Classifier on
 search candidates"), not on real data. The detector's input is a block's whole DM range
 pooled to 64 rows (about 20 trials per row for FAST-like data to DM 3000): on survey data
