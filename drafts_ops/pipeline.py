@@ -722,17 +722,25 @@ SEARCH_NOISE_POINTS = 1024
 DECIMATION_CHUNK_BYTES = 64 * 1024**2
 
 
-def read_searched(reader, plan: SearchPlan, start: int, stop: int) -> np.ndarray:
+def read_searched(
+    reader, plan: SearchPlan, start: int, stop: int, *, file_layout: bool = False
+) -> np.ndarray:
     """Searched samples ``[start, stop)`` of an open reader, ``[nchan, n]``.
 
-    Without decimation: the raw samples in their own dtype (uint8 for 8-bit data). With
+    Without decimation: the raw samples in their own dtype (uint8 for 8-bit data); with
+    ``file_layout``, where the format allows, a transposed view of the file's own
+    time-major spectra instead of a channel-major copy (for callers that read only part
+    of each channel, such as the cutouts). With
     time / frequency decimation: float32 averages, read and decimated in chunks of about
     :data:`DECIMATION_CHUNK_BYTES`, so no full-resolution float copy of the block exists.
     """
     cfg = plan.config
     tf, ff = cfg.time_decimation, cfg.freq_decimation
     if tf == 1 and ff == 1:
-        return reader.read_block(start, stop - start, raw=True)
+        spectra = reader.read_spectra(start, stop - start) if file_layout else None
+        return (
+            spectra.T if spectra is not None else reader.read_block(start, stop - start, raw=True)
+        )
     raw = plan.raw_header
     out = np.empty((raw.nchans // ff, stop - start), np.float32)
     per_sample = raw.nchans * max(raw.nbits, 8) // 8 * tf

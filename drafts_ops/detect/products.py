@@ -134,14 +134,8 @@ class CutoutMaker:
         lo, hi = max(start, 0), min(stop, header.nsamples)
         if self.searched is not None:
             data = self.searched.read(lo, max(hi, lo + 1))
-        elif (
-            cfg.time_decimation == 1
-            and cfg.freq_decimation == 1
-            and ((spectra := self.reader.read_spectra(lo, max(hi, lo + 1) - lo)) is not None)
-        ):  # the file's own layout, no copy: the cutouts transpose only what they use
-            data = spectra.T
-        else:
-            data = read_searched(self.reader, self.plan, lo, max(hi, lo + 1))
+        else:  # undecimated: the file's own layout, no copy; the cutouts transpose what they use
+            data = read_searched(self.reader, self.plan, lo, max(hi, lo + 1), file_layout=True)
         mask = self.static_mask.copy()
         if cfg.auto_mask and data.shape[1] > 1:  # channel statistics near the candidate
             head = np.ascontiguousarray(data[:, :CUTOUT_STATS_SAMPLES])
