@@ -181,7 +181,7 @@ def _cutouts(  # noqa: PLR0917
     dm_time = np.zeros((ndm, size), np.float32)
     scratch = np.empty(max(CHUNK_FLOATS, int(lengths.max())), np.float32)
     chunks = _chunks(lengths, scratch.size)
-    time_major = piece.ndim == 2 and piece.strides[0] < piece.strides[1]
+    time_major = piece.strides[0] < piece.strides[1]
     if time_major:  # the file's layout: each chunk's channels transposed, only as far as needed
         size_max = max((c1 - c0) * int(lengths[c0:c1].max()) for c0, c1 in chunks)
         transposed = np.empty(size_max, piece.dtype)
