@@ -29,7 +29,7 @@ from drafts_ops.detect.candidates import Candidate, candidates_from_clusters
 from drafts_ops.detect.cluster import (
     ClusterLinks,
     Response,
-    fold_band_limited_sidelobes,
+    fold_measured_sidelobes,
     merge_blocks,
     merge_sidelobes,
 )
@@ -770,9 +770,9 @@ def merge_block_results(
     paths: Sequence[PathLike], plan: SearchPlan, work_dir: PathLike | None = None
 ) -> list[Candidate]:
     """Cluster the giants of all blocks together and fold bow-tie sidelobes into their
-    burst (band-limited ones judged on the burst's spectrum, read from the searched
-    samples kept in ``work_dir`` or from the file): one candidate per burst, brightest
-    first."""
+    burst (those of band-limited and very wide bursts judged on the burst's measured
+    pulse, read from the searched samples kept in ``work_dir`` or from the file): one
+    candidate per burst, brightest first."""
     parts = [Giants.load(p) for p in paths]
     dms = np.asarray(plan.dms)
     bands = plan.subband_frequencies() if plan.config.search_subbands > 1 else ()
@@ -795,8 +795,8 @@ def merge_block_results(
         with open_observation(plan.source) as reader:
             maker = CutoutMaker(reader, plan, SearchedSamples.find(Path(work_dir), plan)
                                 if work_dir is not None else None, origin=0)  # fmt: skip
-            candidates = fold_band_limited_sidelobes(
-                candidates, maker.emitting_band, plan.header.chan_freqs, plan.header.tsamp,
+            candidates = fold_measured_sidelobes(
+                candidates, maker.pulse_shape, plan.header.chan_freqs, plan.header.tsamp,
                 max_width=plan.config.max_width_samples,
             )  # fmt: skip
     return own_candidates(candidates, plan)

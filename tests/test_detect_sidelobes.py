@@ -181,7 +181,7 @@ def test_band_limited_burst_gives_one_candidate(tmp_path, monkeypatch):
     assert len(cands) == 1, cands
     assert abs(cands[0].tcand_s - 2.0) < 0.01 and abs(cands[0].dm - 1000.0) < 60, cands
     # its arms survive the full-band sidelobe model: the spectrum is what folds them
-    monkeypatch.setattr(pipeline, "fold_band_limited_sidelobes", lambda c, *a, **k: list(c))
+    monkeypatch.setattr(pipeline, "fold_measured_sidelobes", lambda c, *a, **k: list(c))
     (tmp_path / "off").mkdir()
     assert len(_band_limited(tmp_path / "off", [burst])) > 1
 
@@ -204,28 +204,100 @@ def test_a_burst_beside_a_band_limited_one_is_kept(tmp_path, weak):
     assert _found(cands, t, dm), cands
 
 
-def test_full_band_spectrum_folds_nothing():
+def _cand(sample, dm, snr, width):
     from drafts_ops.detect.candidates import Candidate
-    from drafts_ops.detect.cluster import fold_band_limited_sidelobes
 
-    def cand(sample, dm, snr, width):
-        return Candidate(tcand_s=sample * 1e-3, dm=dm, snr=snr, width_samples=width,
-                         width_s=width * 1e-3, dm_index=0, sample=sample, members=1,
-                         first_sample=sample, last_sample=sample)  # fmt: skip
+    return Candidate(tcand_s=sample * 1e-3, dm=dm, snr=snr, width_samples=width,
+                     width_s=width * 1e-3, dm_index=0, sample=sample, members=1,
+                     first_sample=sample, last_sample=sample)  # fmt: skip
+
+
+def _measured(f_lo, f_hi, widen=1.0, gain=1.0):
+    """A pulse measure giving every candidate the band ``f_lo..f_hi`` MHz and a pulse
+    ``widen`` times its boxcar with ``gain`` times its S/N."""
+    from drafts_ops.detect.cluster import PulseShape
+
+    return lambda c: PulseShape(f_lo, f_hi, c.width_samples * widen, c.snr * gain)
+
+
+def test_full_band_spectrum_folds_nothing():
+    from drafts_ops.detect.cluster import fold_measured_sidelobes
 
     freqs = HEADER.chan_freqs
-    bright = cand(1000, 300.0, 30.0, 4)
+    bright = _cand(1000, 300.0, 30.0, 4)
     # 10 units too high: early by up to the delay of 10 across the band, at 1260 MHz here
     early = int(dispersion_delay_s(10.0, 1260.0, freqs.max()) / 1e-3)
-    arm = cand(1000 - early, 310.0, 15.0, 8)
-    narrow = fold_band_limited_sidelobes([bright, arm], lambda c: (1250.0, 1275.0), freqs, 1e-3)
+    arm = _cand(1000 - early, 310.0, 15.0, 8)
+    narrow = fold_measured_sidelobes([bright, arm], _measured(1250.0, 1275.0), freqs, 1e-3)
     assert len(narrow) == 1 and narrow[0].members == 2
-    full = fold_band_limited_sidelobes([bright, arm], lambda c: (freqs.min(), freqs.max()),
-                                       freqs, 1e-3)  # fmt: skip
+    full = fold_measured_sidelobes([bright, arm], _measured(freqs.min(), freqs.max()), freqs, 1e-3)
     assert len(full) == 2
     # 100 units off the narrow burst is smeared over ~10 samples: a narrow S/N 29 there is
     # far brighter than its response (~18), so a burst of its own
     early = int(dispersion_delay_s(100.0, 1260.0, freqs.max()) / 1e-3)
-    brighter = cand(1000 - early, 400.0, 29.0, 2)
-    assert len(fold_band_limited_sidelobes([bright, brighter], lambda c: (1250.0, 1275.0),
-                                           freqs, 1e-3)) == 2  # fmt: skip
+    brighter = _cand(1000 - early, 400.0, 29.0, 2)
+    assert len(fold_measured_sidelobes([bright, brighter], _measured(1250.0, 1275.0), freqs,
+                                       1e-3)) == 2  # fmt: skip
+
+
+def test_arms_of_a_pulse_wider_than_the_widest_boxcar_fold_into_it():
+    from drafts_ops.detect.cluster import fold_measured_sidelobes
+
+    freqs = HEADER.chan_freqs
+    bright = _cand(1000, 300.0, 30.0, 64)  # at the widest boxcar
+    early = int(dispersion_delay_s(60.0, 1400.0, freqs.max()) / 1e-3)
+    arm = _cand(1000 - early, 360.0, 20.0, 64)  # brighter than a 64-sample pulse's arm
+    full = (freqs.min(), freqs.max())
+    assert len(fold_measured_sidelobes([bright, arm], _measured(*full), freqs, 1e-3)) == 2
+    folded = fold_measured_sidelobes([bright, arm], _measured(*full, widen=4, gain=2), freqs,
+                                     1e-3)  # fmt: skip
+    assert len(folded) == 1 and folded[0].members == 2
+    # a narrow burst there is brighter than the wide pulse's response at its boxcar: kept
+    narrow = _cand(1000 - early, 360.0, 20.0, 2)
+    assert len(fold_measured_sidelobes([bright, narrow], _measured(*full, widen=4, gain=2),
+                                       freqs, 1e-3)) == 2  # fmt: skip
+    # a wide measure of a candidate below the widest boxcar changes nothing
+    below = _cand(1000, 300.0, 30.0, 32)
+    assert len(fold_measured_sidelobes([below, arm], _measured(*full, widen=8, gain=2), freqs,
+                                       1e-3)) == 2  # fmt: skip
+
+
+def test_pulse_width_measures_beyond_the_boxcar():
+    from drafts_ops.detect.products import pulse_width
+
+    rng = np.random.default_rng(3)
+    waterfall = rng.normal(size=(256, 128)).astype(np.float32)  # [time, frequency]
+    waterfall[124:132] += 0.5  # 8 columns of 32 samples (a 64-sample boxcar's cutout)
+    width, gain = pulse_width(waterfall, 64)
+    assert width == 256 and 1.6 < gain < 2.4  # sqrt(8 / 2) = 2 for a top hat
+    narrow = rng.normal(size=(256, 128)).astype(np.float32)
+    narrow[127:129] += 1.0
+    width, gain = pulse_width(narrow, 64)
+    assert width <= 96 and gain < 1.3
+    assert pulse_width(rng.normal(size=(256, 128)) - 5.0, 64)[1] < 1.5  # noise, offset
+
+
+def test_emitting_band_ignores_rfi_crossing_the_pulse():
+    from drafts_ops.detect.products import emitting_band
+
+    rng = np.random.default_rng(4)
+    freqs = np.linspace(1500.0, 1000.0, 256)
+    waterfall = rng.normal(size=(256, 256)).astype(np.float32)
+    waterfall[127:129] += 1.8  # a full-band pulse of S/N 40
+    for row, chan in zip(range(120, 136), range(190, 206), strict=True):
+        waterfall[row, chan] += 60.0  # bright drifting RFI through the pulse
+    f_lo, f_hi = emitting_band(waterfall, freqs, 4)
+    assert f_hi - f_lo > 0.6 * 500.0, (f_lo, f_hi)
+
+
+def test_a_wide_scattered_burst_gives_one_candidate(tmp_path, monkeypatch):
+    from drafts_ops import pipeline
+    from drafts_ops.simulate import BurstSpec
+
+    burst = BurstSpec(t_s=2.0, dm=800.0, snr=50.0, width_s=0.05, scattering_s=0.03)
+    cands = _band_limited(tmp_path, [burst])
+    assert len(cands) == 1 and _found(cands, 2.0, 800.0), cands
+    # at the widest boxcar (33 ms) its arms are brighter than that boxcar's response
+    monkeypatch.setattr(pipeline, "fold_measured_sidelobes", lambda c, *a, **k: list(c))
+    (tmp_path / "off").mkdir()
+    assert len(_band_limited(tmp_path / "off", [burst])) > 3

@@ -7,8 +7,8 @@ Blocks are merged by clustering the giants of all blocks together, so a burst on
 edge gives one candidate exactly as it would inside a block. Bright or wide bursts also
 light up the far arms of the bow-tie, which gaps can split off the main cluster;
 :func:`merge_sidelobes` folds those back into the burst they belong to, and
-:func:`fold_band_limited_sidelobes` those of band-limited bursts, from their measured
-spectrum.
+:func:`fold_measured_sidelobes` those of band-limited and very wide bursts, from their
+measured pulse.
 """
 
 from __future__ import annotations
@@ -392,12 +392,30 @@ def merge_sidelobes(
 
 
 #: A burst whose emission covers less than this fraction of the band is band-limited for
-#: :func:`fold_band_limited_sidelobes` (a wider one is left to :func:`merge_sidelobes`).
+#: :func:`fold_measured_sidelobes` (a wider one is left to :func:`merge_sidelobes`).
 BAND_LIMITED_FRACTION = 0.6
 #: Narrowest emitting band (fraction of the band) assumed before the spectrum is measured.
 NARROWEST_EMISSION = 0.1
+#: Widest pulse (multiple of the widest boxcar) assumed for a candidate at the widest
+#: boxcar before its pulse is measured.
+WIDEST_PULSE = 16
+#: A candidate at the widest boxcar whose measured pulse is at least this many times wider
+#: has its arms judged on the measured pulse (:func:`fold_measured_sidelobes`).
+WIDER_THAN_BOXCAR = 1.5
 #: Faintest burst whose spectrum is measured (its spectrum must stand out of the noise).
 SPECTRUM_MIN_SNR = 8.0
+
+
+@dataclass(frozen=True)
+class PulseShape:
+    """A candidate's pulse as its dedispersed waterfall shows it: the band where it emits
+    (MHz), its width (samples, may exceed the search's widest boxcar) and its S/N at that
+    width."""
+
+    f_lo_mhz: float
+    f_hi_mhz: float
+    width_samples: float
+    snr: float
 
 
 def _crossing_window(d_dm: np.ndarray, f_lo: float, f_hi: float, f_top: float, tsamp: float):
@@ -408,55 +426,76 @@ def _crossing_window(d_dm: np.ndarray, f_lo: float, f_hi: float, f_top: float, t
     return np.minimum(a, b), np.maximum(a, b)
 
 
-def _band_limited_sidelobes(  # noqa: PLR0917
-    bright: Candidate, others: list[Candidate], f_lo: float, f_hi: float, f_top: float,
-    tsamp: float, max_width: int,
+def _arms(  # noqa: PLR0917
+    bright: Candidate, shape: PulseShape, others: list[Candidate], f_top: float, tsamp: float,
+    max_width: int,
 ) -> np.ndarray:  # fmt: skip
-    """Which ``others`` the band-limited burst ``bright`` (emitting over ``f_lo..f_hi``)
-    produces at their DMs: inside its crossing window and no brighter than its response
-    (:func:`plausible_sidelobe` with the smear across the emitting band)."""
+    """Which ``others`` the burst ``bright``, with pulse ``shape``, produces at their DMs:
+    inside its crossing window and no brighter than its response (:func:`plausible_sidelobe`
+    with the smear across the emitting band)."""
+    f_lo, f_hi = shape.f_lo_mhz, shape.f_hi_mhz
     d_dm = np.array([c.dm - bright.dm for c in others])
     offset = np.array([c.sample - bright.sample for c in others], np.float64)
     width = np.array([c.width_samples for c in others], np.float64)
     snr = np.array([c.snr for c in others])
     lo, hi = _crossing_window(d_dm, f_lo, f_hi, f_top, tsamp)
-    tol = 0.5 * (width + bright.width_samples) + SIDELOBE_SLACK
+    tol = 0.5 * (width + shape.width_samples) + SIDELOBE_SLACK
     inside = (offset >= lo - tol) & (offset <= hi + tol)
     smear = np.abs(dispersion_delay_s(d_dm, f_lo, f_hi)) / tsamp
-    plausible = plausible_sidelobe(bright.snr, bright.width_samples, smear, snr, width,
-                                   max_width, 1.0)  # fmt: skip
+    density = float(sweep_density_between(f_lo, f_hi))
+    plausible = plausible_sidelobe(shape.snr, shape.width_samples, smear, snr, width,
+                                   max_width, density)  # fmt: skip
     return inside & plausible & (snr <= bright.snr)
 
 
-def fold_band_limited_sidelobes(
+def _may_have_arms(
+    bright: Candidate, others: list[Candidate], freqs: np.ndarray, tsamp: float, max_width: int
+) -> bool:
+    """Whether some of ``others`` could be arms of ``bright`` if it emitted over only
+    :data:`NARROWEST_EMISSION` of the band, or (at the widest boxcar) if its pulse were up
+    to :data:`WIDEST_PULSE` times wider: worth measuring its pulse."""
+    f_min, f_top = float(freqs.min()), float(freqs.max())
+    half = NARROWEST_EMISSION * (f_top - f_min) / 2
+    shapes = [PulseShape(max(c - half, f_min), min(c + half, f_top), bright.width_samples,
+                         bright.snr) for c in np.linspace(f_min, f_top, 11)]  # fmt: skip
+    if bright.width_samples >= max_width:
+        factor = WIDEST_PULSE
+        shapes.append(PulseShape(f_min, f_top, factor * bright.width_samples,
+                                 bright.snr * np.sqrt(factor)))  # fmt: skip
+    return any(_arms(bright, s, others, f_top, tsamp, max_width).any() for s in shapes)
+
+
+def fold_measured_sidelobes(
     candidates: Sequence[Candidate],
-    emitting_band: Callable[[Candidate], tuple[float, float]],
+    pulse_shape: Callable[[Candidate], PulseShape],
     freqs_mhz: np.ndarray,
     tsamp: float,
     *,
     max_width: int = 64,
 ) -> list[Candidate]:
-    """Fold the sidelobes of band-limited bursts into them, judged on their own spectrum.
+    """Fold the sidelobes of band-limited and of very wide bursts into them, judged on
+    their own measured pulse.
 
     :func:`merge_sidelobes` predicts a burst's response at a wrong DM from the smear across
-    the whole band. A burst emitting over a tenth of it is smeared ten times less, so its
-    bow-tie arms stay bright and survive as candidates of their own. Here each candidate
-    (brightest first, S/N >= :data:`SPECTRUM_MIN_SNR`) that could have such arms —
-    weaker candidates inside its crossing window that a burst emitting over
-    :data:`NARROWEST_EMISSION` of the band would explain — has its emitting band measured
-    (``emitting_band(candidate) -> (f_lo, f_hi)`` MHz, from the data); if it is
-    band-limited (< :data:`BAND_LIMITED_FRACTION` of the band),
-    the weaker candidates its measured spectrum explains (crossing window, S/N and width:
-    :func:`plausible_sidelobe` with the smear across the emitting band) join it. A burst
-    whose spectrum fills the band keeps every other candidate; so does a candidate brighter
-    than the response. Members and sample spans are added; order is kept.
+    the whole band and the burst's boxcar. A burst emitting over a tenth of the band is
+    smeared ten times less, so its bow-tie arms stay bright; a scattered burst wider than
+    the widest boxcar is brighter and smeared less (relative to its width) than its boxcar
+    says; either way its arms survive as candidates of their own. Here each candidate
+    (brightest first, S/N >= :data:`SPECTRUM_MIN_SNR`) that could have such arms
+    (:func:`_may_have_arms`) has its pulse measured (``pulse_shape(candidate)``, from the
+    data: emitting band, width and S/N at that width); if it is band-limited (<
+    :data:`BAND_LIMITED_FRACTION` of the band) or at the widest boxcar and
+    :data:`WIDER_THAN_BOXCAR` times wider, the weaker candidates its measured pulse explains
+    (crossing window, S/N and width: :func:`plausible_sidelobe` with the smear across the
+    emitting band) join it. A burst that fills the band at its boxcar's width keeps every
+    other candidate; so does a candidate brighter than the response. Members and sample
+    spans are added; order is kept.
     """
     cands = list(candidates)
     if len(cands) < 2:
         return cands
     freqs = np.asarray(freqs_mhz, np.float64)
-    f_min, f_top = float(freqs.min()), float(freqs.max())
-    span = f_top - f_min
+    f_top, span = float(freqs.max()), float(np.ptp(freqs))
     alive = [True] * len(cands)
     for i, bright in enumerate(cands):
         if not alive[i] or bright.snr < SPECTRUM_MIN_SNR:
@@ -465,17 +504,17 @@ def fold_band_limited_sidelobes(
         if not rest:
             break
         others = [cands[j] for j in rest]
-        narrow = np.zeros(len(rest), bool)
-        for centre in np.linspace(f_min, f_top, 11):  # any narrow emitting band
-            half = NARROWEST_EMISSION * span / 2
-            lo, hi = max(centre - half, f_min), min(centre + half, f_top)
-            narrow |= _band_limited_sidelobes(bright, others, lo, hi, f_top, tsamp, max_width)
-        if not narrow.any():
+        if not _may_have_arms(bright, others, freqs, tsamp, max_width):
             continue
-        f_lo, f_hi = emitting_band(bright)
-        if f_hi - f_lo >= BAND_LIMITED_FRACTION * span:
+        shape = pulse_shape(bright)
+        limited = shape.f_hi_mhz - shape.f_lo_mhz < BAND_LIMITED_FRACTION * span
+        wide = (bright.width_samples >= max_width
+                and shape.width_samples >= WIDER_THAN_BOXCAR * bright.width_samples)  # fmt: skip
+        if not (limited or wide):
             continue
-        side = _band_limited_sidelobes(bright, others, f_lo, f_hi, f_top, tsamp, max_width)
+        if not wide:  # the boxcar's width and S/N stand
+            shape = PulseShape(shape.f_lo_mhz, shape.f_hi_mhz, bright.width_samples, bright.snr)
+        side = _arms(bright, shape, others, f_top, tsamp, max_width)
         folded = [cands[j] for j, s in zip(rest, side, strict=True) if s]
         if not folded:
             continue
