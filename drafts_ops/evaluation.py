@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,6 +48,9 @@ from drafts_ops.detect.candidates import Candidate
 from drafts_ops.errors import ModelError, ParameterError
 from drafts_ops.ml.evaluate import SNR_EDGES
 from drafts_ops.simulate.bands import SURVEY_BANDS, SurveyBand, survey_band
+
+if TYPE_CHECKING:
+    from drafts_ops.io.header import Header
 
 #: Default seed of the evaluation (training uses 0, 1, ...; the model validation 20261130).
 EVALUATION_SEED = 20_261_207
@@ -201,11 +204,18 @@ class InjectedBurst:
 
 @dataclass(frozen=True)
 class Band:
-    """What matching needs of an observation: sampling (s) and band edges (MHz)."""
+    """What matching needs of an observation: sampling (s), band edges and channel width
+    (MHz) of the searched data."""
 
     tsamp: float
     fmin_mhz: float
     fmax_mhz: float
+    chan_bw_mhz: float = 0.0
+
+    @classmethod
+    def of(cls, header: Header) -> Band:
+        """The band of a (searched) header."""
+        return cls(header.tsamp, header.fmin, header.fmax, abs(header.foff))
 
 
 #: Narrowest emitting band :func:`emission_band` gives a band-limited burst (fraction of
@@ -246,14 +256,16 @@ def match_window(burst: InjectedBurst, band: Band, dm_trials: np.ndarray) -> Mat
     """Tolerances of a match with ``burst``.
 
     With ``w`` the effective width — the largest of the best boxcar and the intrinsic width
-    plus the scattering time at the bottom of the emitting band — the time tolerance is
+    plus the scattering time and the dispersion smearing within a searched channel at the
+    bottom of the emitting band — the time tolerance is
     ``max(w, 4 samples)`` and the DM tolerance the DM error that sweeps the emitting band
     by ``w`` (the S/N then drops by at most ~30 %), but at least two DM-trial spacings at
     the burst's DM.
     """
     f_lo, f_hi = emission_band(burst, band)
     scattering = burst.scattering_s * (band.fmax_mhz / f_lo) ** 4
-    width = max(burst.boxcar_width_s, burst.width_s + scattering)
+    smearing = float(smearing_s(burst.dm, band.chan_bw_mhz, f_lo))
+    width = max(burst.boxcar_width_s, burst.width_s + scattering + smearing)
     t_tol = max(width, MIN_TIME_TOL_SAMPLES * band.tsamp)
     sweep_per_dm = float(dispersion_delay_s(1.0, f_lo, f_hi))
     trials = np.asarray(dm_trials, np.float64)
@@ -670,7 +682,7 @@ def _score_file(ev: SearchEvaluation, path: Path, band: SurveyBand, work: Path) 
                                        ev.setup.dm_max, options)  # fmt: skip
         cands, plan = result.candidates, result.plan
         dms = np.asarray(plan.dms)
-        b = Band(plan.header.tsamp, plan.header.fmin, plan.header.fmax)
+        b = Band.of(plan.header)
         m = match_candidates(truth, cands, b, dms)
         if search == _searches()[0]:  # the same for every search of the file
             for row, burst in zip(rows, truth, strict=True):
@@ -722,7 +734,7 @@ def searched_snr(burst: InjectedBurst, raw: Any, searched: Any) -> float:
     """
     if searched.tsamp == raw.tsamp and searched.foff == raw.foff:
         return float(burst.snr)
-    f_lo, f_hi = emission_band(burst, Band(raw.tsamp, raw.fmin, raw.fmax))
+    f_lo, f_hi = emission_band(burst, Band.of(raw))
     centre = 0.5 * (f_lo + f_hi)
     smear = [float(smearing_s(burst.dm, h.foff, centre)) for h in (raw, searched)]
     width = max(burst.boxcar_width_s, raw.tsamp)

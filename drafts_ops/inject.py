@@ -162,7 +162,7 @@ def completeness(path: str | Path, out_dir: str | Path, plan: InjectionPlan,
     result = run_search(injected, out / "search", config or SearchConfig())
     dms = np.asarray(result.plan.dms)
     h = result.plan.header
-    band = Band(h.tsamp, h.fmin, h.fmax)
+    band = Band.of(h)
     truth = [InjectedBurst(t_s=r.spec.t_s, dm=r.spec.dm, snr=r.spec.snr, width_s=r.spec.width_s,
                            boxcar_width_s=r.boxcar_width * h.tsamp) for r in rendered]  # fmt: skip
     cands = result.candidates

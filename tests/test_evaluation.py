@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from drafts_ops.cli import build_parser
-from drafts_ops.dedisp.plan import dispersion_delay_s
+from drafts_ops.dedisp.plan import dispersion_delay_s, smearing_s
 from drafts_ops.detect.candidates import Candidate
 from drafts_ops.errors import ParameterError
 from drafts_ops.evaluation import (
@@ -59,6 +59,21 @@ def test_window_follows_width_scattering_and_dm_spacing():
     width = 20e-3 + 30e-3 * (1500 / 1200) ** 4  # scattering at the bottom of the band
     assert w.t_tol == pytest.approx(width)
     assert w.dm_tol == pytest.approx(width / SWEEP_PER_DM)  # ~90 pc cm^-3, more than 2 trials
+
+
+def test_window_includes_the_smearing_within_a_searched_channel():
+    """A high-DM burst searched in wide (decimated) channels is smeared over ~22 ms at
+    1000 MHz: a candidate at its DM 6 ms late is that burst, not a false positive."""
+    burst = InjectedBurst(t_s=5.129, dm=2734.0, snr=25.0, width_s=0.56e-3,
+                          boxcar_width_s=1e-3)  # fmt: skip
+    raw = Band(tsamp=393e-6, fmin_mhz=1000.0, fmax_mhz=1500.0, chan_bw_mhz=0.122)
+    searched = Band(tsamp=393e-6, fmin_mhz=1000.0, fmax_mhz=1500.0, chan_bw_mhz=0.977)
+    trials = np.arange(0.0, 3000.0, 2.0)
+    late = np.array([5.135]), np.array([2734.2])
+    assert match_distance(burst, match_window(burst, raw, trials), raw, *late)[0] > 1
+    w = match_window(burst, searched, trials)
+    assert w.t_tol == pytest.approx(0.56e-3 + float(smearing_s(2734.0, 0.977, 1000.0)))
+    assert match_distance(burst, w, searched, *late)[0] <= 1
 
 
 def test_band_limited_burst_window_uses_its_emitting_band():

@@ -165,7 +165,7 @@ def harvest_file(
     cands, plan = result.candidates, result.plan
     ft, dt = load_cutouts(out / WORK_DIR / "cutouts.npz" if cands else None)
     truth, rfi = truth_bursts(path)
-    b = Band(plan.header.tsamp, plan.header.fmin, plan.header.fmax)
+    b = Band.of(plan.header)
     owner = match_candidates(truth, cands, b, np.asarray(plan.dms)).owner
     causes = ["burst" if o >= 0 else fp_cause(c, truth, rfi, b)
               for c, o in zip(cands, owner, strict=True)]  # fmt: skip
