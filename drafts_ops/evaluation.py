@@ -858,7 +858,9 @@ def _describe(ev: SearchEvaluation) -> str:
         f"{s.impulses_per_min[0]}-{s.impulses_per_min[1]} zero-DM impulses and "
         f"{s.drifting_per_min[0]}-{s.drifting_per_min[1]} drifting signals per minute. A "
         "burst is found when a candidate lies within the DM error that sweeps the emitting "
-        "band by max(width, 4 samples) (at least 2 DM trials), and within that width in time "
+        "band by max(width, 4 samples) (the width: intrinsic, plus scattering and the "
+        "smearing within a searched channel at the bottom of the emitting band, or the "
+        "best boxcar; at least 2 DM trials), and within that width in time "
         "of where that DM error moves the emission (`drafts_ops.evaluation.match_distance`); "
         "every other candidate is a false positive."
     )
