@@ -31,6 +31,7 @@ import numpy as np
 from drafts_ops.dedisp.plan import delay_table
 from drafts_ops.detect.kernels import (
     normalised_phased_sums,
+    rebin_rows_into,
     strided_dedisperse,
     strided_shift,
     transpose_into_kernel,
@@ -199,7 +200,9 @@ def _cutouts(  # noqa: PLR0917
         if ndm:
             strided_dedisperse(scratch, rows, dt_delays[:, c0:c1], factor, dm_time)
     order = np.argsort(-freqs, kind="stable")  # highest frequency first
-    rebinned = _rebin_matrix(nchan, size) @ waterfall[order]  # [size freq, size time]
+    first, weights = _rebin_weights(nchan, size)
+    rebinned = np.empty((size, waterfall.shape[1]), np.float32)  # [size freq, size time]
+    rebin_rows_into(waterfall, order, first, weights, rebinned)
     return _standardise(rebinned.T), (_standardise(dm_time) if ndm else None)
 
 
@@ -259,17 +262,25 @@ def _channel_scaling(
 
 
 @functools.lru_cache(maxsize=8)
-def _rebin_matrix(nin: int, nout: int) -> np.ndarray:
-    """``[nout, nin]`` weights averaging ``nin`` bins onto ``nout`` by overlap (anti-aliased;
-    float32, read-only: built once per shape)."""
+def _rebin_weights(nin: int, nout: int) -> tuple[np.ndarray, np.ndarray]:
+    """Weights averaging ``nin`` bins onto ``nout`` by overlap (anti-aliased), sparse: output
+    bin ``k`` is ``sum_j weights[k, j] * in[first[k] + j]`` (float32, zero-padded;
+    read-only, built once per shape)."""
     edges_in = np.linspace(0.0, 1.0, nin + 1)
     edges_out = np.linspace(0.0, 1.0, nout + 1)
     lo = np.maximum(edges_out[:-1, None], edges_in[None, :-1])
     hi = np.minimum(edges_out[1:, None], edges_in[None, 1:])
-    weights = np.clip(hi - lo, 0.0, None)
-    matrix = (weights / weights.sum(axis=1, keepdims=True)).astype(np.float32)
-    matrix.flags.writeable = False
-    return matrix
+    dense = np.clip(hi - lo, 0.0, None)
+    dense /= dense.sum(axis=1, keepdims=True)
+    first = np.argmax(dense > 0, axis=1)
+    width = int((dense > 0).sum(axis=1).max())
+    weights = np.zeros((nout, width), np.float32)
+    for k in range(nout):
+        row = dense[k, first[k] : first[k] + width]
+        weights[k, : row.size] = row
+    first = first.astype(np.int64)
+    first.flags.writeable = weights.flags.writeable = False
+    return first, weights
 
 
 def _standardise(image: np.ndarray) -> np.ndarray:

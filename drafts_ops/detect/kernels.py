@@ -570,6 +570,25 @@ def strided_shift(phased, rows, delays, factor, out):
             out[c, j] = phased[base + j] * inv
 
 
+@nb.njit(parallel=True, cache=True)
+def rebin_rows_into(data, order, first, weights, out):  # pragma: no cover - compiled
+    """``out[k] = sum_j weights[k, j] * data[order[first[k] + j]]``: rows of ``data`` taken
+    in ``order`` and averaged onto ``out``'s rows by sparse overlap weights (zero-padded).
+    A dense matrix product would wake the BLAS library's threads, which then spin beside
+    these kernels' own."""
+    nout, m = weights.shape
+    nin = order.size
+    for k in nb.prange(nout):
+        out[k, :] = 0.0
+        for j in range(m):
+            w = weights[k, j]
+            if w == 0.0 or first[k] + j >= nin:
+                continue
+            row = data[order[first[k] + j]]
+            for t in range(out.shape[1]):
+                out[k, t] += w * row[t]
+
+
 #: DM rows one thread accumulates together in :func:`strided_dedisperse`.
 _DM_ROWS_PER_BLOCK = 32
 
