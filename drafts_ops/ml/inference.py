@@ -57,9 +57,6 @@ def _session(path: Path):
     # them, never beside them
     options.intra_op_num_threads = int(config.NUMBA_NUM_THREADS)
     options.inter_op_num_threads = 1
-    # idle inference threads sleep instead of spinning, so the kernels that run next get
-    # the cores
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as err:  # onnxruntime raises its own (non-DraftsError) types
