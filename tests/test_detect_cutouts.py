@@ -144,3 +144,22 @@ def test_cutouts_equal_the_dedispersed_series_decimated(rng, monkeypatch, dm, sa
                                  chan_mask=mask)  # fmt: skip
         np.testing.assert_array_equal(ft_t, ft)
         np.testing.assert_allclose(dt_t, dt, atol=1e-5)  # chunks add in another order
+
+
+@pytest.mark.parametrize("nchan", [4096, 1024, 336, 257, 64, 3])
+def test_frequency_rebinning_averages_by_overlap(nchan):
+    """The sparse rebinning kernel equals the dense overlap-average matrix (each output
+    channel the mean of the input channels it covers, by fraction of overlap)."""
+    from drafts_ops.detect.cutouts import _rebin_weights
+    from drafts_ops.detect.kernels import rebin_rows_into
+
+    edges_in, edges_out = np.linspace(0, 1, nchan + 1), np.linspace(0, 1, 257)
+    overlap = np.clip(np.minimum(edges_out[1:, None], edges_in[None, 1:])
+                      - np.maximum(edges_out[:-1, None], edges_in[None, :-1]), 0, None)  # fmt: skip
+    dense = overlap / overlap.sum(axis=1, keepdims=True)
+    rng = np.random.default_rng(nchan)
+    data = rng.normal(size=(nchan, 256)).astype(np.float32)
+    order = rng.permutation(nchan)
+    out = np.empty((256, 256), np.float32)
+    rebin_rows_into(data, order, *_rebin_weights(nchan, 256), out)
+    np.testing.assert_allclose(out, dense @ data[order].astype(np.float64), atol=1e-5)
