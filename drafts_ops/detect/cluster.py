@@ -459,9 +459,8 @@ def _may_have_arms(
     shapes = [PulseShape(max(c - half, f_min), min(c + half, f_top), bright.width_samples,
                          bright.snr) for c in np.linspace(f_min, f_top, 11)]  # fmt: skip
     if bright.width_samples >= max_width:
-        factor = WIDEST_PULSE
-        shapes.append(PulseShape(f_min, f_top, factor * bright.width_samples,
-                                 bright.snr * np.sqrt(factor)))  # fmt: skip
+        shapes.append(PulseShape(f_min, f_top, WIDEST_PULSE * bright.width_samples,
+                                 bright.snr * np.sqrt(WIDEST_PULSE)))  # fmt: skip
     return any(_arms(bright, s, others, f_top, tsamp, max_width).any() for s in shapes)
 
 
