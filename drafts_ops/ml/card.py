@@ -194,7 +194,9 @@ search evaluation"); it is meant to run with it (`--detector both`). The classif
 not depend on a candidate's centring within a few samples at boxcar widths up to 16
 samples; at wider boxcars (cutouts decimated 16x or more, a narrow burst sub-pixel) its
 score drops; and it passes most fragments of real bursts (a bright, scattered burst
-detected again tens of pc cm^-3 away), which are burst emission at the wrong DM.
+detected again tens of pc cm^-3 away), which are burst emission at the wrong DM: the
+search folds the arms it can explain before they reach the classifier
+(`fold_measured_sidelobes`), and the rest are counted as false positives.
 """
 
 
