@@ -402,10 +402,8 @@ WIDEST_PULSE = 16
 #: A candidate at the widest boxcar whose measured pulse is at least this many times wider
 #: has its arms judged on the measured pulse (:func:`fold_measured_sidelobes`).
 WIDER_THAN_BOXCAR = 1.5
-#: Faintest burst whose pulse is measured (its spectrum must stand out of the noise). On
-#: tuning seeds 777 and 778 (15 simulated files, FAST-like and GBT-like) 6.5 instead of 8
-#: folded the arms of a faint band-limited burst and lost no burst.
-SPECTRUM_MIN_SNR = 6.5
+#: Faintest burst whose spectrum is measured (its spectrum must stand out of the noise).
+SPECTRUM_MIN_SNR = 8.0
 
 
 @dataclass(frozen=True)
