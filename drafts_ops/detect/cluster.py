@@ -14,7 +14,7 @@ measured pulse.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -512,7 +512,7 @@ def fold_measured_sidelobes(
         if not (limited or wide):
             continue
         if not wide:  # the boxcar's width and S/N stand
-            shape = PulseShape(shape.f_lo_mhz, shape.f_hi_mhz, bright.width_samples, bright.snr)
+            shape = replace(shape, width_samples=bright.width_samples, snr=bright.snr)
         side = _arms(bright, shape, others, f_top, tsamp, max_width)
         folded = [cands[j] for j, s in zip(rest, side, strict=True) if s]
         if not folded:

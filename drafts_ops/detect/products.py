@@ -28,7 +28,13 @@ from drafts_ops.detect.cutouts import (
     freq_time_cutout,
     time_decimation_factor,
 )
-from drafts_ops.detect.preprocess import MAD_TO_STD, auto_mask, decimate_mask, static_mask
+from drafts_ops.detect.preprocess import (
+    MAD_TO_STD,
+    auto_mask,
+    decimate_mask,
+    robust_location_scale,
+    static_mask,
+)
 
 if TYPE_CHECKING:
     from drafts_ops.io.reader import ObservationReader
@@ -175,8 +181,10 @@ def emitting_band(
     centre = ntime // 2
     on = slice(max(centre - half, 0), centre + half + 1)
     off = np.r_[0 : max(centre - 2 * half, 1), min(centre + 2 * half + 1, ntime - 1) : ntime]
-    baseline = np.median(freq_time[off], axis=0)  # a channel's RFI or offset off the pulse
-    sigma = MAD_TO_STD * np.median(np.abs(freq_time[off] - baseline)) or 1.0
+    deviation = freq_time[off]
+    baseline = np.median(deviation, axis=0)  # a channel's RFI or offset off the pulse
+    deviation -= baseline
+    sigma = MAD_TO_STD * np.median(np.abs(deviation)) or 1.0
     clip = SPECTRUM_CLIP_SIGMA * sigma  # RFI crossing the pulse in a few pixels
     spectrum = np.clip(freq_time[on] - baseline, -clip, clip).sum(axis=0)
     k = max(1, round(SPECTRUM_SMOOTHING * nfreq))
@@ -214,8 +222,9 @@ def pulse_width(freq_time: np.ndarray, width_samples: int) -> tuple[float, float
     """
     factor = time_decimation_factor(int(width_samples))
     profile = np.asarray(freq_time, np.float64).sum(axis=1)
-    profile -= np.median(profile)
-    sigma = MAD_TO_STD * np.median(np.abs(profile)) or 1.0
+    median, sigma = robust_location_scale(profile, dtype=np.float64)
+    profile -= median
+    sigma = float(sigma) or 1.0
     own = max(1, round(width_samples / factor))
     widths = np.unique(np.r_[own, np.round(2.0 ** np.arange(0, 5.5, 0.5)).astype(int)])
     widths = widths[widths <= min(MAX_PULSE_COLUMNS, profile.size // 4)]
