@@ -650,7 +650,8 @@ def search_block(
     if buffers.on_dm_time is not None:
         buffers.on_dm_time(block, dm_time[:, keep[0] : keep[1]])
     use_ml = cfg.detector in ("ml", "both")
-    peaks = _load_detector().detect(dm_time, threshold=cfg.detector_threshold) if use_ml else []
+    detector = _load_detector() if use_ml else None
+    peaks = detector.detect(dm_time, threshold=cfg.detector_threshold) if use_ml else []
     width_index = buffers.get("width_index", dm_time.shape, np.int8)
     # the S/N overwrites the dedispersed samples (the detector's peaks are already taken)
     widths = _boxcar_search(dm_time, valid, width_index, plan)
@@ -663,8 +664,10 @@ def search_block(
         cols = np.array([p.sample for p in peaks], np.float64)
         owned = (cols >= keep[0] - 0.5) & (cols < keep[1] - 0.5)
         scores = np.array([p.score for p in peaks], np.float32)[owned]
-        ml = giants_at(snr, width_index, dms[owned], cols[owned], scores,
-                       sample_offset=block.read_start, widths=widths)  # fmt: skip
+        dm_radius, radius = detector.position_uncertainty(dm_time.shape[0])
+        ml = giants_at(snr, width_index, dms[owned], cols[owned], scores, radius=radius,
+                       dm_radius=dm_radius, sample_offset=block.read_start,
+                       widths=widths)  # fmt: skip
         parts.append(ml.select(ml.snr >= cfg.ml_min_snr))
     return Giants.concatenate(parts)
 
@@ -1168,9 +1171,11 @@ def _dedisperse(
                       backend=config.backend, out=out)  # fmt: skip
 
 
+@functools.lru_cache(maxsize=1)
 def _load_detector():
     """The neural detector: ``.detect(dm_time [ndm, nt], threshold=) -> peaks`` with
-    ``dm_index``, ``sample`` (fractional, in the block's coordinates) and ``score``."""
+    ``dm_index``, ``sample`` (fractional, in the block's coordinates) and ``score``;
+    loaded (and its hash checked) once per process, not once per block."""
     from drafts_ops.ml.inference import load_detector
 
     return load_detector()

@@ -138,6 +138,10 @@ class _FakeDetector:
     def detect(self, dm_time, threshold=0.5):
         return [p for p in self.peaks if p.score >= threshold]
 
+    @staticmethod
+    def position_uncertainty(ndm):
+        return 1, 2  # the fake places its peaks to a trial and two samples
+
 
 @pytest.mark.parametrize("detector", ["ml", "both"])
 def test_neural_detector_seam(synthetic_fil, tmp_path, monkeypatch, detector):

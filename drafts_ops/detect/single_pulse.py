@@ -223,12 +223,15 @@ def giants_at(
     *,
     sample_offset: int = 0,
     radius: int = 2,
+    dm_radius: int = 1,
     widths: np.ndarray | None = None,
 ) -> Giants:
     """Giants at given (fractional) positions, e.g. neural-detector peaks.
 
-    Each takes the best boxcar S/N within ``radius`` samples and one DM trial of its
-    position (``snr``, ``width`` from :func:`block_snr`; ``width`` holds indices into
+    Each takes the best boxcar S/N within ``radius`` samples and ``dm_radius`` DM trials
+    of its position (the precision of the positions: for the neural detector
+    :meth:`~drafts_ops.ml.inference.Detector.position_uncertainty`), at the place of that
+    S/N (``snr``, ``width`` from :func:`block_snr`; ``width`` holds indices into
     ``widths`` when that is given, as in :func:`giants_above`), and carries its ``score``.
     """
     ndm, nt = snr.shape
@@ -236,8 +239,8 @@ def giants_at(
     cols = np.clip(np.rint(np.asarray(sample, np.float64)).astype(np.int64), 0, nt - 1)
     best_d, best_t = rows.copy(), cols.copy()
     for i, (d0, t0) in enumerate(zip(rows, cols, strict=True)):
-        d_lo, t_lo = max(d0 - 1, 0), max(t0 - radius, 0)
-        patch = snr[d_lo : d0 + 2, t_lo : t0 + radius + 1]
+        d_lo, t_lo = max(d0 - dm_radius, 0), max(t0 - radius, 0)
+        patch = snr[d_lo : d0 + dm_radius + 1, t_lo : t0 + radius + 1]
         dd, tt = np.unravel_index(int(np.argmax(patch)), patch.shape)
         best_d[i], best_t[i] = d_lo + dd, t_lo + tt
     best = snr[best_d, best_t]

@@ -11,6 +11,7 @@ Preprocessing (resampling, robust standardisation) is applied here, from
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -194,6 +195,16 @@ class Detector:
         radius_t = 8 * time_factor * max(scales)
         radius_dm = 2 * max(ndm / pp.DETECTOR_ROWS, 1.0)
         return suppress_duplicates(found, radius_dm, radius_t)[:max_peaks]
+
+    @staticmethod
+    def position_uncertainty(
+        ndm: int, scales: tuple[int, ...] = DETECTOR_SCALES
+    ) -> tuple[int, int]:
+        """How far (DM trials, samples) a peak's position may lie from the burst's S/N
+        peak in a block of ``ndm`` trials: one pooled row's DM trials (each of the
+        network's 64 rows is the maximum over ``ndm / 64`` trials, so it cannot place a
+        burst more finely) and two columns of the coarsest time scale."""
+        return max(1, math.ceil(ndm / pp.DETECTOR_ROWS)), 2 * max(scales)
 
     @staticmethod
     def _rows_to_dm(row_index: float, ndm: int) -> float:
