@@ -120,10 +120,12 @@ class SearchConfig:
     time_link, dm_link, width_link : int
         Clustering linking lengths (samples, DM trials, log2 width).
     detector_threshold : float
-        Minimum neural-detector heatmap score (0..1) of a detection.
+        Minimum neural-detector heatmap score (0..1) of a detection (default 0.3 with
+        ``ml_min_snr`` 6: on the tuning seeds the best recall at <= 1 false positive per
+        minute before the classifier).
     ml_min_snr : float
-        Neural-detector peaks whose best boxcar S/N (within 2 samples and one DM trial)
-        is below this are dropped.
+        Neural-detector peaks whose best boxcar S/N (within the detector's precision: one
+        pooled DM row and 8 samples) is below this are dropped.
     classify : bool
         Score every candidate (of any detector) with the shipped classifier; the
         probability is written beside it (``classifier_prob``).
@@ -162,8 +164,8 @@ class SearchConfig:
     time_link: int = 8
     dm_link: int = 20
     width_link: int = 3
-    detector_threshold: float = 0.5
-    ml_min_snr: float = 5.0
+    detector_threshold: float = 0.3
+    ml_min_snr: float = 6.0
     classify: bool = True
     classifier_threshold: float = 0.5
     write_h5: bool = True

@@ -136,6 +136,15 @@ def test_detector_images_put_the_label_on_the_burst(tmp_path):
     assert images.shape[1:] == (pp.DETECTOR_ROWS, 192) and len(centres) == len(images)
     (r, c), *_ = centres[0]
     assert images[0][round(r), round(c)] == images[0].max()  # standardised as inference does
+    # crops averaged in time as inference's coarser scales average: the label follows
+    coarse, centres4 = detector_crops(pooled, np.array([(row, col)]), np.random.default_rng(0),
+                                      192, scales=(4,))  # fmt: skip
+    (r4, c4), *_ = centres4[0]
+    assert np.unravel_index(np.argmax(coarse[0]), coarse[0].shape) == (round(r4), round(c4))
+    assert coarse[0].shape == (pp.DETECTOR_ROWS, 192)
+    too_short = detector_crops(pooled[:, :700], np.array([(row, 300.0)]),
+                               np.random.default_rng(0), 192, scales=(4,))  # fmt: skip
+    assert too_short[1] == []  # 4 x 192 samples do not fit in 700
     saved = DetectorImages(images, centres, ["gbt"] * len(images)).save(tmp_path / "d.npz")
     back = DetectorImages.load(saved)
     assert back.centres == centres and np.array_equal(back.images, images)

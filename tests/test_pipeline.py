@@ -157,7 +157,7 @@ def test_neural_detector_seam(synthetic_fil, tmp_path, monkeypatch, detector):
     assert len(blip) == 1 and blip[0].snr < 6.5  # kept with its (low) boxcar S/N
     if detector == "ml":
         assert len(cands) == 3 and all(c.detector_score is not None for c in cands)
-    # by default (ml_min_snr 5) a detector peak without boxcar S/N behind it is dropped
+    # with a boxcar S/N floor (ml_min_snr) a detector peak without S/N behind it is dropped
     floored = dataclasses.replace(plan, config=dataclasses.replace(plan.config, ml_min_snr=5.0))
     cands = merge_block_results([search_segment([0], synthetic_fil, floored, tmp_path)], floored)
     assert not [c for c in cands if c.detector_score == pytest.approx(0.6)]

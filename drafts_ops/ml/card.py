@@ -66,7 +66,8 @@ def _training_table(manifest: dict) -> str:
 def model_card(manifest: dict, ev: Evaluation) -> str:
     """The model card text."""
     from drafts_ops.ml.harvest import DETECTOR_HARVEST_SEEDS, HARVEST_SEARCH
-    from drafts_ops.ml.train import CLASSIFIER_JITTER
+    from drafts_ops.ml.inference import DETECTOR_SCALES
+    from drafts_ops.ml.train import CLASSIFIER_JITTER, DETECTOR_SURVEY_SHARE
 
     ranges = data.BURST_RANGES
     at8_text = ", ".join(f"{k} {v:.2f}" for k, v in summary_at_8(ev).items())
@@ -74,6 +75,7 @@ def model_card(manifest: dict, ev: Evaluation) -> str:
     det_pool = models.get("detector.onnx", {}).get("pool_size", "?")
     clf_pool = models.get("classifier.onnx", {}).get("pool_size", "?")
     nsub, jitter = HARVEST_SEARCH["search_subbands"], CLASSIFIER_JITTER
+    scales = ", ".join(str(f) for f in DETECTOR_SCALES)
     return f"""# drafts-ops neural models
 
 Two small networks in the style of DRAFTS (Zhang et al. 2024), trained with PyTorch on
@@ -135,9 +137,10 @@ and automatic channel masking) before dedispersion or cutting out.
   and FAST raw (x8 x8) bands, dedispersed to DM 3000 by the streaming search itself (the
   production operator, its normalisation, masking and clipping), each column's DM axis
   pooled to 64 rows as inference pools it; one crop with each burst at a random place and
-  half as many random crops (bow-tie sidelobes, RFI, masked-channel residues, noise). Half
-  of every batch is of kind (2). Random 128-column crops; CenterNet focal loss on Gaussian
-  heatmaps (sigma 1 cell) + L1 offset loss.
+  half as many random crops (bow-tie sidelobes, RFI, masked-channel residues, noise), each
+  averaged in time by a factor drawn from those inference runs at ({scales}).
+  {DETECTOR_SURVEY_SHARE:.0%} of every batch is of kind (2). Random 128-column crops;
+  CenterNet focal loss on Gaussian heatmaps (sigma 1 cell) + L1 offset loss.
 * classifier (`drafts_ops/ml/harvest.py`, not the 64-channel blocks above): {clf_pool}
   examples, three quarters of them candidates *found by the search itself* in simulated
   survey observations (FAST-like 1024 ch 196.608 us, GBT-like 336 ch 1.27 ms, demo-like
@@ -158,13 +161,18 @@ and automatic channel masking) before dedispersion or cutting out.
 
 {_training_table(manifest)}
 
-Data and training seconds are wall-clock on the project's shared 2-core CPU (other jobs
-running: each training got about a quarter to a half of one core); CPU is the process's
-total CPU time (user + system), data generation included.
+Data and training seconds are wall-clock on the project's shared 2-core CPU (one torch
+thread; other jobs sometimes running beside it); CPU is the process's total CPU time
+(user + system), data generation included. The detector's data seconds are those of a
+run that read its survey-band images from `--pool-cache`: harvesting them (simulating and
+searching the six seeds' observations) takes about 20 minutes more on 2 cores.
 
 The detector runs at time-averaging factors 1, 2 and 4 and merges peaks within 2 DM rows
 and 8 coarse columns (`Detector.detect(..., scales=(1, 2, 4))`); the tables below use
-that default.
+that default. They count every heatmap peak above the threshold: the search also drops a
+peak whose boxcar S/N within the detector's precision is below `ml_min_snr` (6 by
+default), which removes most of the false positives counted here (see the end-to-end
+evaluation below).
 
 ## Validation (drafts_ops/ml/evaluate.py)
 

@@ -247,7 +247,9 @@ def balanced_indices(labels: np.ndarray, rng: np.random.Generator, size: int) ->
 # -- detector images harvested from the search's own DM-time data ---------------------------
 
 #: Seeds of the detector's survey images (the classifier's harvest uses 0, 1, ...).
-DETECTOR_HARVEST_SEEDS: tuple[int, ...] = (101, 102, 103)
+DETECTOR_HARVEST_SEEDS: tuple[int, ...] = (101, 102, 103, 104, 105, 106)
+#: Bursts per S/N bin per band in each seed's observations.
+DETECTOR_HARVEST_PER_BIN = 10
 #: Random (not burst-centred) crops per burst-centred crop.
 DETECTOR_RANDOM_CROPS = 0.5
 
@@ -316,29 +318,37 @@ def pooled_dm_time(path: Path, band, work: Path, dm_max: float) -> tuple[np.ndar
 
 
 def detector_crops(
-    pooled: np.ndarray, centres: np.ndarray, rng: np.random.Generator, columns: int,
-    random_crops: float = DETECTOR_RANDOM_CROPS,
+    pooled: np.ndarray, centres: np.ndarray, rng: np.random.Generator, columns: int, *,
+    random_crops: float = DETECTOR_RANDOM_CROPS, scales: Sequence[int] = (1,),
 ) -> tuple[np.ndarray, list[list[tuple[float, float]]]]:  # fmt: skip
-    """Crops of ``columns`` from ``pooled`` ``[64, nt]``: one with each burst centre
-    ``(row, col)`` at a random place inside (16 columns from the edges), and
-    ``random_crops`` per burst at random places; each crop standardised as inference does,
-    with every centre it holds."""
+    """Crops of ``columns`` detector columns from ``pooled`` ``[64, nt]``: one with each
+    burst centre ``(row, col)`` (``col`` in samples) at a random place inside (16 columns
+    from the edges), and ``random_crops`` per burst at random places; each crop at a
+    time-averaging factor drawn from ``scales`` (those that fit), prepared as inference
+    prepares it (:func:`~drafts_ops.ml.preprocess.prepare_dm_time`), with every centre it
+    holds in its own detector columns."""
     nt = pooled.shape[1]
-    if nt < columns:
+    fitting = [f for f in scales if columns * f <= nt]
+    if not fitting:
         return np.empty((0, pp.DETECTOR_ROWS, columns), np.float32), []
-    starts = [int(np.clip(col - rng.uniform(16, columns - 16), 0, nt - columns))
-              for _, col in centres]  # fmt: skip
-    starts += rng.integers(0, nt - columns + 1, round(random_crops * len(centres))).tolist()
+    n_random = round(random_crops * len(centres))
+    factors = rng.choice(fitting, len(centres) + n_random)
+    starts = [int(np.clip(col - f * rng.uniform(16, columns - 16), 0, nt - columns * f))
+              for (_, col), f in zip(centres, factors, strict=False)]  # fmt: skip
+    starts += [int(rng.integers(0, nt - columns * f + 1)) for f in factors[len(centres) :]]
     images, inside = [], []
-    for start in starts:
-        images.append(pp.prepare_dm_time(pooled[:, start : start + columns], 1))
-        inside.append([(float(r), float(c - start)) for r, c in centres
-                       if 0 <= c - start < columns])  # fmt: skip
+    for start, f in zip(starts, factors, strict=True):
+        images.append(pp.prepare_dm_time(pooled[:, start : start + columns * f], int(f)))
+        samples = np.asarray(centres, np.float64).reshape(-1, 2)[:, 1]
+        _, cols = pp.input_to_detector_coords(0.0, samples - start, 1, int(f))
+        inside.append([(float(r), float(c)) for (r, _), c in zip(centres, cols, strict=True)
+                       if 0 <= c < columns])  # fmt: skip
     return np.stack(images), inside
 
 
 def harvest_detector_images(
-    seeds: Sequence[int] = DETECTOR_HARVEST_SEEDS, *, per_bin: int = 6, columns: int = 192,
+    seeds: Sequence[int] = DETECTOR_HARVEST_SEEDS, *, per_bin: int = DETECTOR_HARVEST_PER_BIN,
+    columns: int = 192,
     bands: Sequence[str] = ("fast", "gbt", "fast-raw"), dm_max: float = 3000.0,
     cache: str | Path | None = None, log: Callable[[str], None] = print,
 ) -> DetectorImages:  # fmt: skip
@@ -347,7 +357,10 @@ def harvest_detector_images(
     same files, DM to 2900, band-limited and scattered bursts), burst-centred and random
     crops (:func:`detector_crops`). ``cache``: a folder where they are kept and read back
     by a later call with the same seeds and sizes."""
-    name = f"detector-{'-'.join(str(s) for s in seeds)}-{per_bin}-{columns}.npz"
+    from drafts_ops.ml.inference import DETECTOR_SCALES
+
+    scales = "x".join(str(f) for f in DETECTOR_SCALES)
+    name = f"detector-{'-'.join(str(s) for s in seeds)}-{per_bin}-{columns}-t{scales}.npz"
     return cached(Path(cache) / name if cache else None,
                   lambda: _harvest_detector_images(seeds, per_bin, columns, bands, dm_max, log),
                   DetectorImages.load, DetectorImages.save, log=log,
@@ -359,6 +372,7 @@ def _harvest_detector_images(  # noqa: PLR0917
     log: Callable[[str], None],
 ) -> DetectorImages:  # fmt: skip
     from drafts_ops.evaluation import EvaluationSetup, evaluation_observations, truth_bursts
+    from drafts_ops.ml.inference import DETECTOR_SCALES
     from drafts_ops.simulate import write_simulation
 
     parts: list[DetectorImages] = []
@@ -380,7 +394,8 @@ def _harvest_detector_images(  # noqa: PLR0917
                 )
                 inside = [(r, c) for r, c, b in zip(rows, cols, truth, strict=True)
                           if b.dm <= dms[-1]]  # fmt: skip
-                images, centres = detector_crops(pooled, np.array(inside), rng, columns)
+                images, centres = detector_crops(pooled, np.array(inside), rng, columns,
+                                                 scales=DETECTOR_SCALES)  # fmt: skip
                 parts.append(DetectorImages(images, centres, [band.name] * len(images)))
                 path.unlink()
                 path.with_name(path.stem + ".truth.csv").unlink(missing_ok=True)

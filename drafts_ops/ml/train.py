@@ -33,6 +33,11 @@ OPSET = 17
 HEATMAP_SIGMA = 1.0
 #: Width (columns) of the random crops of the detector's training images.
 TRAIN_CROP = 128
+#: Optimiser steps of a full detector training.
+DETECTOR_STEPS = 8000
+#: Fraction of each detector batch drawn from the search's own survey-band DM-time data
+#: (the rest: simulated 64-channel blocks).
+DETECTOR_SURVEY_SHARE = 0.75
 #: Fraction of classifier examples trained with the DM-time input blanked.
 DM_TIME_DROPOUT = 0.25
 #: Largest time shift (columns, either way) of a classifier example in training: the
@@ -144,7 +149,7 @@ def _crop(torch, tensor, idx: np.ndarray, starts: np.ndarray, width: int):
 
 
 def train_detector(
-    steps: int = 2400,
+    steps: int = DETECTOR_STEPS,
     seed: int = 0,
     out: str | Path = "models",
     device: str = "cpu",
@@ -152,8 +157,8 @@ def train_detector(
     batch_size: int = 16,
     pool_size: int = 1600,
     survey_seeds: Sequence[int] | None = None,
-    survey_per_bin: int = 6,
-    survey_share: float = 0.5,
+    survey_per_bin: int | None = None,
+    survey_share: float = DETECTOR_SURVEY_SHARE,
     pool_cache: str | Path | None = None,
     log: Callable[[str], None] = print,
 ) -> TrainResult:
@@ -167,7 +172,11 @@ def train_detector(
     from the survey-band images.
     """
     from drafts_ops.ml import data
-    from drafts_ops.ml.harvest import DETECTOR_HARVEST_SEEDS, harvest_detector_images
+    from drafts_ops.ml.harvest import (
+        DETECTOR_HARVEST_PER_BIN,
+        DETECTOR_HARVEST_SEEDS,
+        harvest_detector_images,
+    )
     from drafts_ops.ml.models import DetectorNet
 
     torch, dev = _setup(seed, device)
@@ -177,8 +186,9 @@ def train_detector(
     synthetic = len(images)
     seeds = DETECTOR_HARVEST_SEEDS if survey_seeds is None else tuple(survey_seeds)
     if seeds:
+        per_bin = DETECTOR_HARVEST_PER_BIN if survey_per_bin is None else survey_per_bin
         survey = harvest_detector_images(
-            seeds, per_bin=survey_per_bin, columns=images.shape[2], cache=pool_cache, log=log
+            seeds, per_bin=per_bin, columns=images.shape[2], cache=pool_cache, log=log
         )
         images = np.concatenate([images, survey.images])
         centres = [*centres, *survey.centres]
