@@ -334,12 +334,12 @@ def detector_crops(
     n_random = round(random_crops * len(centres))
     factors = rng.choice(fitting, len(centres) + n_random)
     starts = [int(np.clip(col - f * rng.uniform(16, columns - 16), 0, nt - columns * f))
-              for (_, col), f in zip(centres, factors, strict=False)]  # fmt: skip
+              for (_, col), f in zip(centres, factors[: len(centres)], strict=True)]  # fmt: skip
     starts += [int(rng.integers(0, nt - columns * f + 1)) for f in factors[len(centres) :]]
+    samples = np.asarray(centres, np.float64).reshape(-1, 2)[:, 1]
     images, inside = [], []
     for start, f in zip(starts, factors, strict=True):
         images.append(pp.prepare_dm_time(pooled[:, start : start + columns * f], int(f)))
-        samples = np.asarray(centres, np.float64).reshape(-1, 2)[:, 1]
         _, cols = pp.input_to_detector_coords(0.0, samples - start, 1, int(f))
         inside.append([(float(r), float(c)) for (r, _), c in zip(centres, cols, strict=True)
                        if 0 <= c < columns])  # fmt: skip
