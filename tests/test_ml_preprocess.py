@@ -48,6 +48,21 @@ def test_standardise_rows_by_value(rng):
     assert np.all(pp.robust_standardise_rows(np.ones((2, 10))) == 0)
 
 
+def test_standardise_even_rows_batches_and_time_average(rng):
+    """The compiled row statistics equal numpy's median (mean of the two middle values for
+    an even row) on batches of images too, and the detector's time averaging equals the
+    block mean."""
+    imgs = rng.normal(5.0, 3.0, (3, 8, 64)).astype(np.float32)
+    med = np.median(imgs, axis=-1, keepdims=True)
+    sigma = 1.4826 * np.median(np.abs(imgs - med), axis=-1, keepdims=True)
+    expect = np.clip((imgs - med) / sigma, -8, 32) / 4
+    np.testing.assert_allclose(pp.robust_standardise_rows(imgs), expect, rtol=1e-5, atol=1e-6)
+    rows = rng.normal(size=(4, 96)).astype(np.float32)
+    for factor in (1, 2, 4):
+        np.testing.assert_allclose(pp.time_average(rows, factor),
+                                   rows.reshape(4, -1, factor).mean(axis=2), rtol=1e-6)  # fmt: skip
+
+
 def test_prepare_shapes_and_centre_crop(rng):
     ft = rng.standard_normal((256, 256))  # FETCH layout [time, freq]
     ft[128, :] += 10.0  # a burst at the central time sample, all channels

@@ -25,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from drafts_ops.detect.preprocess import robust_location_scale
+from drafts_ops.detect.preprocess import MAD_TO_STD, channel_location_scale
 from drafts_ops.errors import ParameterError
 
 #: Side of the classifier's square inputs after resampling.
@@ -89,14 +89,38 @@ def _integral(csum: np.ndarray, x: np.ndarray) -> np.ndarray:
     return csum[..., k] + frac * (csum[..., k + 1] - csum[..., k])
 
 
+def _row_median_sigma(img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Median and MAD-sigma (:data:`MAD_TO_SIGMA`) of each row of ``img``'s last axis,
+    float32 with a trailing axis of 1: the project's compiled per-channel statistics
+    (exact: every sample, rows in parallel; several times faster than ``np.median``)."""
+    rows = img.reshape(-1, img.shape[-1])
+    stats = channel_location_scale(rows, rows.shape[1], "mad", max_points=rows.shape[1])
+    shape = (*img.shape[:-1], 1)
+    med = stats[:, 0].astype(np.float32).reshape(shape)
+    sigma = (stats[:, 1] * (MAD_TO_SIGMA / MAD_TO_STD)).astype(np.float32).reshape(shape)
+    return med, sigma
+
+
+def time_average(img: np.ndarray, factor: int) -> np.ndarray:
+    """Average each row of ``img [n, factor * m]`` over blocks of ``factor`` samples
+    (float32 ``[n, m]``; a sum of strided views, as exact as ``reshape(...).mean``)."""
+    if factor == 1:
+        return np.asarray(img, dtype=np.float32)
+    out = np.array(img[:, 0::factor], dtype=np.float32)
+    for k in range(1, factor):
+        out += img[:, k::factor]
+    out /= np.float32(factor)
+    return out
+
+
 def robust_standardise_rows(img: np.ndarray) -> np.ndarray:
     """Subtract each row's median and divide by its MAD-sigma; flat rows become zero.
 
     Works on the last axis of any array; returns float32, clipped and scaled for the
     networks (see the module docstring).
     """
-    img = np.asarray(img, dtype=np.float32)
-    med, sigma = robust_location_scale(img, "mad", axis=-1, keepdims=True, mad_to_std=MAD_TO_SIGMA)
+    img = np.ascontiguousarray(img, dtype=np.float32)
+    med, sigma = _row_median_sigma(img)
     flat = sigma <= 0
     if flat.any():  # MAD zero but the row not constant (sparse spikes): use its std
         std = np.abs(img - med).std(axis=-1, keepdims=True)
@@ -155,13 +179,13 @@ def prepare_dm_time(dm_time: np.ndarray, time_factor: int = 1) -> np.ndarray:
     if time_factor < 1:
         raise ParameterError(f"time_factor = {time_factor} must be >= 1")
     img = resample_axis(img, DETECTOR_ROWS, 0, "max")
-    ndm, nt = img.shape
+    nt = img.shape[1]
     cols = -(-nt // time_factor)
     width = detector_width(nt, time_factor)
     if cols * time_factor != nt:  # partial last block: pad with the row median first
         pad = np.repeat(np.median(img, axis=1, keepdims=True), cols * time_factor - nt, axis=1)
         img = np.concatenate([img, pad], axis=1)
-    img = img.reshape(ndm, cols, time_factor).mean(axis=2)
+    img = time_average(img, time_factor)
     if width > cols:
         pad = np.repeat(np.median(img, axis=1, keepdims=True), width - cols, axis=1)
         img = np.concatenate([img, pad], axis=1)
