@@ -25,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from drafts_ops.detect.preprocess import MAD_TO_STD, channel_location_scale
+from drafts_ops.detect.preprocess import robust_location_scale
 from drafts_ops.errors import ParameterError
 
 #: Side of the classifier's square inputs after resampling.
@@ -42,6 +42,8 @@ INPUT_SCALE = 4.0
 
 #: MAD-to-sigma factor the shipped networks were trained with (rounded Gaussian value).
 MAD_TO_SIGMA = 1.4826
+#: Samples of a row from which its median and MAD are taken (evenly strided beyond this).
+STATISTICS_POINTS = 1024
 
 
 def resample_axis(
@@ -89,18 +91,6 @@ def _integral(csum: np.ndarray, x: np.ndarray) -> np.ndarray:
     return csum[..., k] + frac * (csum[..., k + 1] - csum[..., k])
 
 
-def _row_median_sigma(img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Median and MAD-sigma (:data:`MAD_TO_SIGMA`) of each row of ``img``'s last axis,
-    float32 with a trailing axis of 1: the project's compiled per-channel statistics
-    (exact: every sample, rows in parallel; several times faster than ``np.median``)."""
-    rows = img.reshape(-1, img.shape[-1])
-    stats = channel_location_scale(rows, rows.shape[1], "mad", max_points=rows.shape[1])
-    shape = (*img.shape[:-1], 1)
-    med = stats[:, 0].astype(np.float32).reshape(shape)
-    sigma = (stats[:, 1] * (MAD_TO_SIGMA / MAD_TO_STD)).astype(np.float32).reshape(shape)
-    return med, sigma
-
-
 def time_average(img: np.ndarray, factor: int) -> np.ndarray:
     """Average each row of ``img [n, factor * m]`` over blocks of ``factor`` samples
     (float32 ``[n, m]``; a sum of strided views, as exact as ``reshape(...).mean``)."""
@@ -117,10 +107,14 @@ def robust_standardise_rows(img: np.ndarray) -> np.ndarray:
     """Subtract each row's median and divide by its MAD-sigma; flat rows become zero.
 
     Works on the last axis of any array; returns float32, clipped and scaled for the
-    networks (see the module docstring).
+    networks (see the module docstring). Rows longer than :data:`STATISTICS_POINTS` take
+    their median and MAD from that many evenly strided samples (the detector's 4096-column
+    tiles: 4x cheaper, and still 5x more samples than a training crop's 192).
     """
-    img = np.ascontiguousarray(img, dtype=np.float32)
-    med, sigma = _row_median_sigma(img)
+    img = np.asarray(img, dtype=np.float32)
+    step = max(1, img.shape[-1] // STATISTICS_POINTS)
+    med, sigma = robust_location_scale(img[..., ::step], "mad", axis=-1, keepdims=True,
+                                       mad_to_std=MAD_TO_SIGMA)  # fmt: skip
     flat = sigma <= 0
     if flat.any():  # MAD zero but the row not constant (sparse spikes): use its std
         std = np.abs(img - med).std(axis=-1, keepdims=True)
