@@ -49,14 +49,18 @@ def test_standardise_rows_by_value(rng):
 
 
 def test_standardise_even_rows_batches_and_time_average(rng):
-    """The compiled row statistics equal numpy's median (mean of the two middle values for
-    an even row) on batches of images too, and the detector's time averaging equals the
-    block mean."""
+    """Rows standardised by their median (mean of the two middle values for an even row)
+    and MAD on batches of images too, and the detector's time averaging equals the block
+    mean."""
     imgs = rng.normal(5.0, 3.0, (3, 8, 64)).astype(np.float32)
     med = np.median(imgs, axis=-1, keepdims=True)
     sigma = 1.4826 * np.median(np.abs(imgs - med), axis=-1, keepdims=True)
     expect = np.clip((imgs - med) / sigma, -8, 32) / 4
     np.testing.assert_allclose(pp.robust_standardise_rows(imgs), expect, rtol=1e-5, atol=1e-6)
+    long = rng.normal(5.0, 3.0, (2, 8192)).astype(np.float32)  # statistics from 1024 samples
+    z = pp.robust_standardise_rows(long)
+    assert np.all(np.abs(np.median(z, axis=1)) < 0.02)
+    np.testing.assert_allclose(4 * z.std(axis=1), 1.0, atol=0.06)
     rows = rng.normal(size=(4, 96)).astype(np.float32)
     for factor in (1, 2, 4):
         np.testing.assert_allclose(pp.time_average(rows, factor),
