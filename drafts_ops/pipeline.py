@@ -653,7 +653,7 @@ def search_block(
         buffers.on_dm_time(block, dm_time[:, keep[0] : keep[1]])
     use_ml = cfg.detector in ("ml", "both")
     detector = _load_detector() if use_ml else None
-    peaks = detector.detect(dm_time, threshold=cfg.detector_threshold) if use_ml else []
+    peaks = [] if detector is None else detector.detect(dm_time, threshold=cfg.detector_threshold)
     width_index = buffers.get("width_index", dm_time.shape, np.int8)
     # the S/N overwrites the dedispersed samples (the detector's peaks are already taken)
     widths = _boxcar_search(dm_time, valid, width_index, plan)
