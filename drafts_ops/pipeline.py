@@ -441,7 +441,6 @@ def plan_search(
         full,
         config.memory_budget_mib,
         pad,
-        ml=config.detector != "classical",
         subbands=config.search_subbands,
     )
     factor = int(full.decimation.max())
@@ -492,7 +491,8 @@ def _own_range(
 
 
 #: Memory that the budget leaves for what is not a block buffer: the sub-band operator's
-#: scratch (256 MiB), per-row kernel temporaries, giants, allocator slack.
+#: scratch (256 MiB), per-row kernel temporaries, the neural detector's input, giants,
+#: allocator slack.
 BUDGET_RESERVE_MIB = 384.0
 #: Share of the remaining budget the block buffers are sized to (allocator slack, page
 #: cache of the overlap: measured peak RSS exceeded the buffer sum by ~12% without it).
@@ -506,7 +506,6 @@ def block_size_for_budget(
     budget_mib: float,
     pad: int,
     *,
-    ml: bool = False,
     subbands: int = 1,
 ) -> int:
     """Output samples per block so that one block's buffers fit in ``budget_mib``.
@@ -514,9 +513,11 @@ def block_size_for_budget(
     Per searched sample a block holds its input (without decimation: the raw samples as
     read plus their memory-mapped file pages; with decimation: the float32 averages, the
     raw samples going through :data:`DECIMATION_CHUNK_BYTES` chunks), the normalised
-    float32 block, the float32 DM-time array (overwritten by S/N) and an int8 width index
-    (with the neural detector, its DM axis pooled to 64 rows: 256 bytes). The overlap
-    (maximum delay plus boxcar padding) costs the input terms once more;
+    float32 block, the float32 DM-time array (overwritten by S/N) and an int8 width index.
+    The neural detector's input (the DM axis pooled to 64 rows: 256 bytes per sample,
+    ~9 MiB for a FAST-like block) comes out of the reserve, so that ``--detector both``
+    searches the same blocks as the classical search and only adds to its candidates. The
+    overlap (maximum delay plus boxcar padding) costs the input terms once more;
     :data:`BUDGET_RESERVE_MIB` is left for the operator's scratch. A sub-band search
     (``subbands > 1``) adds one sub-band's DM-time array, width index and contiguous input
     copy. Returns a multiple of 1024, at least 4096.
@@ -529,7 +530,7 @@ def block_size_for_budget(
     else:
         input_bytes = 2.0 * raw.nchans * itemsize + 4.0 * header.nchans
         fixed = 0.0
-    output_bytes = plan.ndm * (4 + 1 + (5 if subbands > 1 else 0)) + (256 if ml else 0)
+    output_bytes = plan.ndm * (4 + 1 + (5 if subbands > 1 else 0))
     if subbands > 1:
         input_bytes += 4.0 * header.nchans / subbands
     overlap = plan.max_delay + 2 * pad
@@ -802,7 +803,7 @@ def merge_block_results(
                                 if work_dir is not None else None, origin=0)  # fmt: skip
             candidates = fold_measured_sidelobes(
                 candidates, maker.pulse_shape, plan.header.chan_freqs, plan.header.tsamp,
-                max_width=plan.config.max_width_samples,
+                max_width=plan.config.max_width_samples, boxcar=clusters.boxcar,
             )  # fmt: skip
     return own_candidates(candidates, plan)
 

@@ -76,3 +76,36 @@ def test_burst_across_block_edge_merges_to_one(rng):
     assert len(whole) == len(merged) == 1
     assert merged.heads.sample[0] == whole.heads.sample[0]
     assert merged.members[0] == whole.members[0]
+
+
+def _with_scores(giants: Giants, scores) -> Giants:
+    return Giants(giants.dm_index, giants.sample, giants.width, giants.snr,
+                  score=np.asarray(scores, np.float32))  # fmt: skip
+
+
+def test_detector_giants_add_scores_and_candidates_but_never_regroup_boxcar_ones():
+    """--detector both: the boxcar search's clusters are those it finds alone (heads,
+    sizes, spans); a detector giant linked to one gives it its score, one far from every
+    boxcar giant is a candidate of its own, and one lying between two boxcar clusters
+    does not chain them into one."""
+    links = ClusterLinks(time_link=10, dm_link=10, width_link=2)
+    boxcar = _giants([(10, 1000, 2, 8.0), (11, 1001, 2, 12.0), (30, 1020, 2, 9.0),
+                      (31, 1021, 2, 9.5)])  # fmt: skip
+    neural = _with_scores(
+        _giants([(11, 1002, 2, 12.0), (20, 1010, 2, 7.0), (60, 5000, 4, 6.5)]), [0.9, 0.8, 0.7]
+    )  # the middle one sits between the two bursts, 9-10 trials from each
+    alone = cluster_giants(boxcar, links)
+    both = cluster_giants(Giants.concatenate([boxcar, neural]), links)
+    chained = cluster_giants(
+        Giants.concatenate([boxcar, Giants(neural.dm_index, neural.sample, neural.width,
+                                           neural.snr)]), links)  # fmt: skip
+    assert len(alone) == 2
+    assert chained.members[0] == 6  # without scores, the giant at trial 20 chains the bursts
+    assert len(both) == 3
+    assert both.heads.snr[:2].tolist() == alone.heads.snr.tolist()
+    assert both.heads.dm_index[:2].tolist() == alone.heads.dm_index.tolist()
+    assert both.members[:2].tolist() == alone.members.tolist()
+    assert both.first_sample[:2].tolist() == alone.first_sample.tolist()
+    assert both.boxcar.tolist() == [True, True, False]
+    assert both.score[0] == np.float32(0.9)  # the detector giant on the S/N 12 burst
+    assert both.heads.sample[2] == 5000 and both.score[2] == np.float32(0.7)

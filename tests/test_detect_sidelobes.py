@@ -65,6 +65,18 @@ def test_only_a_brighter_head_absorbs_and_spans_grow():
     assert len(merge_sidelobes(empty, DMS, HEADER.chan_freqs, 1e-3)) == 0
 
 
+def test_boxcar_cluster_is_never_folded_into_a_detector_only_one():
+    """--detector both: the detector only adds; a sidelobe-like boxcar cluster stays when
+    the brighter cluster is one the neural detector found alone, and still folds into a
+    brighter boxcar cluster."""
+    rows = [(3, 1000, 4, 40.0, 30), (4, 960, 23, 9.0, 2)]
+    for bright_is_boxcar, expected in ((True, 1), (False, 2)):
+        c = _clusters(rows)
+        c = Clusters(c.heads, c.members, c.first_sample, c.last_sample, c.score,
+                     np.array([bright_is_boxcar, True]))  # fmt: skip
+        assert len(merge_sidelobes(c, DMS, HEADER.chan_freqs, 1e-3)) == expected
+
+
 def _within_dm_smearing(cand, dm: float) -> bool:
     """The DM error smears the pulse by less than its boxcar width."""
     lag = dispersion_delay_s(abs(cand.dm - dm), HEADER.chan_freqs.min(), HEADER.chan_freqs.max())
@@ -230,6 +242,10 @@ def test_full_band_spectrum_folds_nothing():
     arm = _cand(1000 - early, 310.0, 15.0, 8)
     narrow = fold_measured_sidelobes([bright, arm], _measured(1250.0, 1275.0), freqs, 1e-3)
     assert len(narrow) == 1 and narrow[0].members == 2
+    # --detector both: a boxcar candidate is not folded into one the detector found alone
+    kept = fold_measured_sidelobes([bright, arm], _measured(1250.0, 1275.0), freqs, 1e-3,
+                                   boxcar=[False, True])  # fmt: skip
+    assert len(kept) == 2
     full = fold_measured_sidelobes([bright, arm], _measured(freqs.min(), freqs.max()), freqs, 1e-3)
     assert len(full) == 2
     # 100 units off the narrow burst is smeared over ~10 samples: a narrow S/N 29 there is

@@ -72,6 +72,16 @@ def test_block_size_follows_the_memory_budget(synthetic_fil):
     assert small.block_size % 1024 == 0 and small.block_size >= 4096
 
 
+def test_detector_both_searches_the_classical_search_s_blocks(synthetic_fil):
+    """The same blocks (so the same noise estimates and giants): --detector both can only
+    add to the classical search's candidates."""
+    for budget in (400, 4000):
+        sizes = {plan_search(synthetic_fil, SearchConfig(memory_budget_mib=budget, detector=d,
+                                                         **FAST)).block_size
+                 for d in ("classical", "both", "ml")}  # fmt: skip
+        assert len(sizes) == 1, sizes
+
+
 @pytest.mark.parametrize("block_size", [100_000, 1000, 333])
 def test_one_candidate_per_burst_whatever_the_blocks(synthetic_fil, tmp_path, block_size):
     """Burst 1 arrives exactly on the edge of the 1000-sample blocks."""

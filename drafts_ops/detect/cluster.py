@@ -57,7 +57,8 @@ class Clusters:
 
     ``heads`` are giants; ``members``, ``first_sample`` and ``last_sample`` (``[n]``) give
     each cluster's size and the sample range its members span; ``score`` is the highest
-    neural-detector score among the members (NaN when none has one).
+    neural-detector score among the members (NaN when none has one); ``boxcar`` says
+    whether the cluster holds boxcar giants (False: found by the neural detector alone).
     """
 
     heads: Giants
@@ -65,9 +66,19 @@ class Clusters:
     first_sample: np.ndarray = field(repr=False)
     last_sample: np.ndarray = field(repr=False)
     score: np.ndarray = field(repr=False)
+    boxcar: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.boxcar is None:
+            object.__setattr__(self, "boxcar", np.isnan(self.score))
 
     def __len__(self) -> int:
         return len(self.heads)
+
+    def select(self, keep: np.ndarray) -> Clusters:
+        """The clusters where boolean ``keep`` is True."""
+        return Clusters(self.heads.select(keep), self.members[keep], self.first_sample[keep],
+                        self.last_sample[keep], self.score[keep], self.boxcar[keep])  # fmt: skip
 
 
 def band_edges(
@@ -123,40 +134,92 @@ def cluster_giants(
     produced (:meth:`Response.explains`); the others (a distinct burst that friends-of-
     friends chained to a bright burst's bow-tie arm, or to a zero-DM impulse's) are
     clustered again among themselves, until every member is explained.
+
+    Boxcar giants (``score`` NaN) beside neural-detector giants (``--detector both``) are
+    clustered on their own, exactly as without the detector; each detector giant that
+    friends-of-friends links to them gives its score to the cluster of the nearest boxcar
+    giant in time, and the others form clusters of their own (``boxcar`` False). The
+    detector can so add candidates and scores, never move or split the boxcar search's.
     """
     links = links or ClusterLinks()
-    n = len(giants)
-    if n == 0:
+    if len(giants) == 0:
         empty = np.empty(0, np.int64)
         return Clusters(Giants.empty(), empty, empty.copy(), empty.copy(), np.empty(0, np.float32))
+    giants = giants.select(np.argsort(giants.sample, kind="stable"))
+    boxcar = np.isnan(giants.score)
+    if boxcar.all() or not boxcar.any():
+        return _clusters(giants, _cluster_labels(giants, links, response), boxcar)
+    labels = np.empty(len(giants), np.int64)
+    labels[boxcar] = _cluster_labels(giants.select(boxcar), links, response)
+    neural = np.flatnonzero(~boxcar)
+    attached = _attach_to_boxcar(giants, boxcar, labels, links)
+    labels[neural[attached >= 0]] = attached[attached >= 0]
+    alone = neural[attached < 0]
+    if alone.size:
+        own = _cluster_labels(giants.select(alone), links, response)
+        labels[alone] = own + int(labels[boxcar].max()) + 1
+    return _clusters(giants, labels, boxcar)
+
+
+def _cluster_labels(giants: Giants, links: ClusterLinks, response: Response | None) -> np.ndarray:
+    """Friends-of-friends labels of ``giants`` (in their order), split by ``response``."""
     order = np.argsort(giants.sample, kind="stable")
-    sample = giants.sample[order].astype(np.int64)
-    dm_index = giants.dm_index[order].astype(np.int64)
-    width = giants.width[order].astype(np.int64)
-    snr = giants.snr[order]
-    score = giants.score[order]
-    band = giants.band[order]
-    labels = _link(sample, dm_index, width, links)
+    ordered = Giants(giants.dm_index[order].astype(np.int64),
+                     giants.sample[order].astype(np.int64),
+                     giants.width[order].astype(np.int64), giants.snr[order],
+                     band=giants.band[order])  # fmt: skip
+    labels = _link(ordered.sample, ordered.dm_index, ordered.width, links)
     if response is not None:
-        labels = _split_unexplained(Giants(dm_index, sample, width, snr), labels, links,
-                                    response)  # fmt: skip
-    _, inverse, members = np.unique(labels, return_inverse=True, return_counts=True)
-    ncl = members.size
-    # brightest member per cluster: sort by (cluster, -snr), take the first of each cluster
-    by_snr = np.lexsort((-snr, inverse))
+        labels = _split_unexplained(ordered, labels, links, response)
+    out = np.empty(len(giants), np.int64)
+    out[order] = labels
+    return out
+
+
+def _attach_to_boxcar(
+    giants: Giants, boxcar: np.ndarray, labels: np.ndarray, links: ClusterLinks
+) -> np.ndarray:
+    """For each non-boxcar giant, the label of the boxcar cluster it joins (-1: none): that
+    of the nearest boxcar giant (in time) among those friends-of-friends links it to."""
+    joint = _cluster_labels(giants, links, None)
+    neural = np.flatnonzero(~boxcar)
+    box = np.flatnonzero(boxcar)
+    out = np.full(neural.size, -1, np.int64)
+    for k, j in enumerate(neural):
+        mates = box[joint[box] == joint[j]]
+        if mates.size:
+            nearest = mates[np.argmin(np.abs(giants.sample[mates] - giants.sample[j]))]
+            out[k] = labels[nearest]
+    return out
+
+
+def _clusters(giants: Giants, labels: np.ndarray, boxcar: np.ndarray) -> Clusters:
+    """Clusters of labelled giants, brightest first. A cluster's head, size and sample
+    span come from its boxcar giants when it has any (other giants add their score)."""
+    _, inverse, _ = np.unique(labels, return_inverse=True, return_counts=True)
+    ncl = int(inverse.max()) + 1
+    has_boxcar = np.zeros(ncl, bool)
+    has_boxcar[inverse[boxcar]] = True
+    counted = boxcar == has_boxcar[inverse]
+    sample = giants.sample.astype(np.int64)
+    snr = giants.snr
+    # head per cluster: sort by (cluster, counted first, -snr), take the first of each
+    by_snr = np.lexsort((-snr, ~counted, inverse))
     first_of = np.r_[0, np.flatnonzero(np.diff(inverse[by_snr])) + 1]
     head = by_snr[first_of]
+    members = np.bincount(inverse[counted], minlength=ncl).astype(np.int64)
     first = np.full(ncl, np.iinfo(np.int64).max)
     last = np.full(ncl, np.iinfo(np.int64).min)
-    np.minimum.at(first, inverse, sample)
-    np.maximum.at(last, inverse, sample)
+    np.minimum.at(first, inverse[counted], sample[counted])
+    np.maximum.at(last, inverse[counted], sample[counted])
     best_score = np.full(ncl, np.nan, np.float32)
-    np.fmax.at(best_score, inverse, score)
+    np.fmax.at(best_score, inverse, giants.score)
     rank = np.argsort(-snr[head], kind="stable")
     head, members, first, last = head[rank], members[rank], first[rank], last[rank]
-    heads = Giants(dm_index[head].astype(np.int32), sample[head], width[head].astype(np.int32),
-                   snr[head], band=band[head])  # fmt: skip
-    return Clusters(heads, members.astype(np.int64), first, last, best_score[rank])
+    heads = Giants(giants.dm_index[head].astype(np.int32), sample[head],
+                   giants.width[head].astype(np.int32), snr[head],
+                   band=giants.band[head])  # fmt: skip
+    return Clusters(heads, members, first, last, best_score[rank], has_boxcar[rank])
 
 
 def _link(sample: np.ndarray, dm_index: np.ndarray, width: np.ndarray, links: ClusterLinks):
@@ -330,6 +393,7 @@ def merge_sidelobes(
     a distinct burst inside the cone of a brighter one (or of a zero-DM impulse) is
     brighter than that response and stays a candidate of its own. A sidelobe's members,
     sample span and detector score join the brighter cluster; heads stay brightest first.
+    A cluster of boxcar giants is never folded into one the neural detector found alone.
 
     Parameters
     ----------
@@ -380,6 +444,7 @@ def merge_sidelobes(
         plausible = plausible_sidelobe(heads.snr[i], w[i], np.abs(bottom - top), heads.snr[rest],
                                        w[rest], max_width, density[rest])  # fmt: skip
         plausible &= heads.snr[rest] <= heads.snr[i]
+        plausible &= clusters.boxcar[i] | ~clusters.boxcar[rest]  # the detector only adds
         side = rest[(offset >= lo - tol) & (offset <= hi + tol) & plausible]
         if side.size == 0:
             continue
@@ -388,7 +453,8 @@ def merge_sidelobes(
         first[i] = min(first[i], first[side].min())
         last[i] = max(last[i], last[side].max())
         score[i] = np.fmax(score[i], np.fmax.reduce(score[side]))
-    return Clusters(heads.select(alive), members[alive], first[alive], last[alive], score[alive])
+    return Clusters(heads.select(alive), members[alive], first[alive], last[alive], score[alive],
+                    clusters.boxcar[alive])  # fmt: skip
 
 
 #: A burst whose emission covers less than this fraction of the band is band-limited for
@@ -471,6 +537,7 @@ def fold_measured_sidelobes(
     tsamp: float,
     *,
     max_width: int = 64,
+    boxcar: Sequence[bool] | None = None,
 ) -> list[Candidate]:
     """Fold the sidelobes of band-limited and of very wide bursts into them, judged on
     their own measured pulse.
@@ -488,11 +555,14 @@ def fold_measured_sidelobes(
     (crossing window, S/N and width: :func:`plausible_sidelobe` with the smear across the
     emitting band) join it. A burst that fills the band at its boxcar's width keeps every
     other candidate; so does a candidate brighter than the response. Members and sample
-    spans are added; order is kept.
+    spans are added; order is kept. ``boxcar`` (one flag per candidate, default all
+    True, as :attr:`Clusters.boxcar`): a candidate of the boxcar search is never folded into
+    one the neural detector found alone.
     """
     cands = list(candidates)
     if len(cands) < 2:
         return cands
+    boxcar = [True] * len(cands) if boxcar is None else [bool(b) for b in boxcar]
     freqs = np.asarray(freqs_mhz, np.float64)
     f_top, span = float(freqs.max()), float(np.ptp(freqs))
     alive = [True] * len(cands)
@@ -514,6 +584,7 @@ def fold_measured_sidelobes(
         if not wide:  # the boxcar's width and S/N stand
             shape = replace(shape, width_samples=bright.width_samples, snr=bright.snr)
         side = _arms(bright, shape, others, f_top, tsamp, max_width)
+        side &= np.array([boxcar[i] or not boxcar[j] for j in rest])
         folded = [cands[j] for j, s in zip(rest, side, strict=True) if s]
         if not folded:
             continue

@@ -92,7 +92,7 @@ class Giants:
         return int(self.snr.size)
 
     def select(self, keep: np.ndarray) -> Giants:
-        """The giants where boolean ``keep`` is True."""
+        """The giants where boolean ``keep`` is True (or at the indices ``keep``, in order)."""
         return Giants(*(getattr(self, n)[keep] for n in _GIANT_FIELDS))
 
     @classmethod
