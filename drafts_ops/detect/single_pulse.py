@@ -51,13 +51,20 @@ def trials_threshold(threshold: float, factor: float) -> float:
     ``Q`` the normal tail. Sub-band searches add ``factor = nsub`` (6.5 -> 6.71 for 4)."""
     if not (threshold > 0 and factor >= 1):
         raise ParameterError(f"threshold {threshold} and trials factor {factor} must be >= 1")
-    target = math.log(0.5 * math.erfc(threshold / math.sqrt(2.0))) - math.log(factor)
+    target = _log_normal_tail(threshold) - math.log(factor)
     lo, hi = float(threshold), float(threshold) + math.sqrt(2.0 * math.log(factor)) + 1.0
     for _ in range(60):  # bisection on log Q, which falls monotonically
         mid = 0.5 * (lo + hi)
-        q = 0.5 * math.erfc(mid / math.sqrt(2.0))
-        lo, hi = (mid, hi) if q > 0 and math.log(q) > target else (lo, mid)
+        lo, hi = (mid, hi) if _log_normal_tail(mid) > target else (lo, mid)
     return 0.5 * (lo + hi)
+
+
+def _log_normal_tail(x: float) -> float:
+    """``log Q(x)``, the normal tail, also where ``Q`` underflows (asymptotic series)."""
+    q = 0.5 * math.erfc(x / math.sqrt(2.0))
+    if q > 1e-300:
+        return math.log(q)
+    return -0.5 * x * x - math.log(x * math.sqrt(2.0 * math.pi)) + math.log1p(-1 / x**2 + 3 / x**4)
 
 
 @dataclass(frozen=True, eq=False)
@@ -225,6 +232,7 @@ def giants_at(
     radius: int = 2,
     dm_radius: int = 1,
     widths: np.ndarray | None = None,
+    band: int = 0,
 ) -> Giants:
     """Giants at given (fractional) positions, e.g. neural-detector peaks.
 
@@ -232,7 +240,8 @@ def giants_at(
     of its position (the precision of the positions: for the neural detector
     :meth:`~drafts_ops.ml.inference.Detector.position_uncertainty`), at the place of that
     S/N (``snr``, ``width`` from :func:`block_snr`; ``width`` holds indices into
-    ``widths`` when that is given, as in :func:`giants_above`), and carries its ``score``.
+    ``widths`` when that is given, as in :func:`giants_above`), and carries its ``score``
+    and ``band`` (as :class:`Giants`: 0 the full band, ``k`` a sub-band).
     """
     ndm, nt = snr.shape
     rows = np.clip(np.rint(np.asarray(dm_index, np.float64)).astype(np.int64), 0, ndm - 1)
@@ -253,6 +262,7 @@ def giants_at(
         np.maximum(chosen, 1).astype(np.int32),
         np.where(np.isfinite(best), best, 0.0).astype(np.float32),
         np.asarray(score, np.float32),
+        np.full(best.size, band, np.int8),
     )
 
 
