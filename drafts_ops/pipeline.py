@@ -19,7 +19,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 
@@ -40,10 +40,6 @@ from drafts_ops.errors import ParameterError
 from drafts_ops.io import open_observation
 from drafts_ops.io.header import Header
 from drafts_ops.perf import PERF_FILENAME, ObservationSize, PerfRecorder, PerfReport
-
-if TYPE_CHECKING:
-    from drafts_ops.ml.inference import Detector as NeuralDetector
-    from drafts_ops.ml.inference import DetectorPeak
 
 log = logging.getLogger(__name__)
 
@@ -648,15 +644,16 @@ def search_block(
     dm_time = buffers.get("dm_time", (dm_plan.ndm, nout), np.float32)
     valid = np.clip(nreal - dm_plan.delays.max(axis=1).astype(np.int64), 0, nout)
     keep = (block.start - block.read_start, block.stop - block.read_start)
-    detector = _load_detector() if cfg.detector in ("ml", "both") else None
     parts = []
     if cfg.search_subbands > 1:  # the full band is then the sum of the sub-bands
         parts += _search_subbands(prepared, plan, block, dm_time, valid=valid,
-                                  buffers=buffers, keep=keep, detector=detector)  # fmt: skip
+                                  buffers=buffers, keep=keep)  # fmt: skip
     else:
         _dedisperse(prepared, dm_plan, cfg, out=dm_time)
     if buffers.on_dm_time is not None:
         buffers.on_dm_time(block, dm_time[:, keep[0] : keep[1]])
+    use_ml = cfg.detector in ("ml", "both")
+    detector = _load_detector() if use_ml else None
     peaks = [] if detector is None else detector.detect(dm_time, threshold=cfg.detector_threshold)
     width_index = buffers.get("width_index", dm_time.shape, np.int8)
     # the S/N overwrites the dedispersed samples (the detector's peaks are already taken)
@@ -665,48 +662,33 @@ def search_block(
     if cfg.detector in ("classical", "both"):
         parts.append(giants_above(snr, width_index, cfg.snr_threshold, widths=widths,
                                   sample_offset=block.read_start, keep=keep))  # fmt: skip
-    if detector is not None:
-        parts.append(_detector_giants(detector, peaks, snr, width_index, widths, block, keep,
-                                      cfg.ml_min_snr))  # fmt: skip
+    if use_ml:
+        dms = np.array([p.dm_index for p in peaks], np.float64)
+        cols = np.array([p.sample for p in peaks], np.float64)
+        owned = (cols >= keep[0] - 0.5) & (cols < keep[1] - 0.5)
+        scores = np.array([p.score for p in peaks], np.float32)[owned]
+        dm_radius, radius = detector.position_uncertainty(dm_time.shape[0])
+        ml = giants_at(snr, width_index, dms[owned], cols[owned], scores, radius=radius,
+                       dm_radius=dm_radius, sample_offset=block.read_start,
+                       widths=widths)  # fmt: skip
+        parts.append(ml.select(ml.snr >= cfg.ml_min_snr))
     return Giants.concatenate(parts)
-
-
-def _detector_giants(  # noqa: PLR0917
-    detector: NeuralDetector, peaks: list[DetectorPeak], snr: np.ndarray,
-    width_index: np.ndarray, widths: np.ndarray, block: BlockRange, keep: tuple[int, int],
-    min_snr: float, band: int = 0,
-) -> Giants:  # fmt: skip
-    """Giants at the neural detector's ``peaks`` in the samples the block owns (``keep``),
-    each with the best boxcar S/N within the detector's precision, at least ``min_snr``."""
-    dms = np.array([p.dm_index for p in peaks], np.float64)
-    cols = np.array([p.sample for p in peaks], np.float64)
-    owned = (cols >= keep[0] - 0.5) & (cols < keep[1] - 0.5)
-    scores = np.array([p.score for p in peaks], np.float32)[owned]
-    dm_radius, radius = detector.position_uncertainty(snr.shape[0])
-    giants = giants_at(snr, width_index, dms[owned], cols[owned], scores, radius=radius,
-                       dm_radius=dm_radius, sample_offset=block.read_start, widths=widths,
-                       band=band)  # fmt: skip
-    return giants.select(giants.snr >= min_snr)
 
 
 def _search_subbands(
     prepared: np.ndarray, plan: SearchPlan, block: BlockRange, dm_time: np.ndarray,
     *, valid: np.ndarray, buffers: BlockBuffers, keep: tuple[int, int],
-    detector: NeuralDetector | None = None,
 ) -> list[Giants]:  # fmt: skip
     """Dedisperse and search each sub-band of the block on its own; their sum, the full
     band's DM-time data, is left in ``dm_time`` (the same trials and delays: exact).
 
     Sub-band giants carry ``band = k`` (1-based) and cross a threshold raised for the
-    extra trials (:func:`trials_threshold`); with a neural ``detector`` (``--detector
-    both``), it also looks at each sub-band's DM-time data, where a band-limited burst
-    stands out more than in the full band's (its peaks' S/N floor raised the same way).
+    extra trials (:func:`trials_threshold`).
     """
     from drafts_ops.detect.single_pulse import trials_threshold
 
     cfg = plan.config
     threshold = trials_threshold(cfg.snr_threshold, cfg.search_subbands)
-    ml_floor = trials_threshold(cfg.ml_min_snr, cfg.search_subbands) if cfg.ml_min_snr else 0.0
     band = buffers.get("band_dm_time", dm_time.shape, np.float32)
     width_index = buffers.get("band_width_index", dm_time.shape, np.int8)
     nout = dm_time.shape[1]
@@ -718,15 +700,9 @@ def _search_subbands(
             dm_time[...] = band
         else:
             dm_time += band
-        peaks = (
-            None if detector is None else detector.detect(band, threshold=cfg.detector_threshold)
-        )
         widths = _boxcar_search(band, valid, width_index, plan)
         parts.append(giants_above(band, width_index, threshold, widths=widths,
                                   sample_offset=block.read_start, keep=keep, band=k))  # fmt: skip
-        if peaks is not None:
-            parts.append(_detector_giants(detector, peaks, band, width_index, widths, block,
-                                          keep, ml_floor, band=k))  # fmt: skip
     return parts
 
 

@@ -77,50 +77,6 @@ def test_a_faint_band_limited_burst_is_found_by_its_sub_band(tmp_path):
     assert best.snr > trials_threshold(6.5, 4)
 
 
-class _ArgmaxDetector:
-    """A stand-in neural detector: the brightest spot of a DM-time image (4-sample running
-    mean, in units of the image's own noise) when it stands 6.5 sigma out."""
-
-    def __init__(self):
-        self.images = 0
-
-    def detect(self, dm_time, threshold=0.5):
-        from dataclasses import dataclass
-
-        @dataclass
-        class Peak:
-            dm_index: float
-            sample: float
-            score: float
-
-        self.images += 1
-        smooth = np.cumsum(dm_time, axis=1, dtype=np.float64)
-        smooth = (smooth[:, 4:] - smooth[:, :-4]) / 4
-        z = (smooth - np.median(smooth)) / smooth.std()
-        d, t = np.unravel_index(int(np.argmax(z)), z.shape)
-        return [Peak(float(d), float(t) + 2, 0.9)] if z[d, t] >= 6.5 else []
-
-    @staticmethod
-    def position_uncertainty(ndm):
-        return 2, 4
-
-
-def test_the_neural_detector_looks_at_each_sub_band(tmp_path, monkeypatch):
-    """--detector both --search-subbands 4: a faint band-limited burst that neither the
-    full band's image nor any boxcar threshold shows is found in its sub-band's image."""
-    from drafts_ops.simulate import BurstSpec
-
-    burst = BurstSpec(t_s=2.0, dm=600.0, snr=4.0, width_s=2e-3, **NARROW)
-    fake = _ArgmaxDetector()
-    monkeypatch.setattr("drafts_ops.pipeline._load_detector", lambda: fake)
-    options = {"detector": "both", "snr_threshold": 50.0}  # no boxcar giant anywhere
-    assert not _search(tmp_path / "a", burst, **options)  # the full band's image alone
-    found = _at(_search(tmp_path / "b", burst, search_subbands=4, **options))
-    assert fake.images == 1 + 5  # one block: the full band, then four sub-bands + their sum
-    assert found and found[0].subband == 3 and found[0].detector_score == pytest.approx(0.9)
-    assert found[0].snr > trials_threshold(6.0, 4)  # the sub-band's S/N, over the raised floor
-
-
 def test_a_full_band_burst_keeps_its_full_band_snr(tmp_path):
     from drafts_ops.simulate import BurstSpec
 

@@ -232,7 +232,6 @@ def giants_at(
     radius: int = 2,
     dm_radius: int = 1,
     widths: np.ndarray | None = None,
-    band: int = 0,
 ) -> Giants:
     """Giants at given (fractional) positions, e.g. neural-detector peaks.
 
@@ -240,8 +239,7 @@ def giants_at(
     of its position (the precision of the positions: for the neural detector
     :meth:`~drafts_ops.ml.inference.Detector.position_uncertainty`), at the place of that
     S/N (``snr``, ``width`` from :func:`block_snr`; ``width`` holds indices into
-    ``widths`` when that is given, as in :func:`giants_above`), and carries its ``score``
-    and ``band`` (as :class:`Giants`: 0 the full band, ``k`` a sub-band).
+    ``widths`` when that is given, as in :func:`giants_above`), and carries its ``score``.
     """
     ndm, nt = snr.shape
     rows = np.clip(np.rint(np.asarray(dm_index, np.float64)).astype(np.int64), 0, ndm - 1)
@@ -262,7 +260,6 @@ def giants_at(
         np.maximum(chosen, 1).astype(np.int32),
         np.where(np.isfinite(best), best, 0.0).astype(np.float32),
         np.asarray(score, np.float32),
-        np.full(best.size, band, np.int8),
     )
 
 
