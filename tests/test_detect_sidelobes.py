@@ -256,6 +256,24 @@ def test_full_band_spectrum_folds_nothing():
                                        1e-3)) == 2  # fmt: skip
 
 
+def test_a_faint_band_limited_burst_takes_its_arms():
+    """A S/N 7.5 burst over a tenth of the band: its arm 10 units of DM away, nearly as
+    bright (band-limited arms fade slowly), is folded into it, not left a false positive;
+    below the faintest measured S/N the spectrum is not measured and both stay."""
+    from drafts_ops.detect.cluster import SPECTRUM_MIN_SNR, fold_measured_sidelobes
+
+    freqs = HEADER.chan_freqs
+    bright = _cand(1000, 300.0, 7.5, 4)
+    early = int(dispersion_delay_s(10.0, 1260.0, freqs.max()) / 1e-3)
+    arm = _cand(1000 - early, 310.0, 6.8, 8)
+    narrow = _measured(1250.0, 1275.0)
+    assert SPECTRUM_MIN_SNR <= 7.5
+    folded = fold_measured_sidelobes([bright, arm], narrow, freqs, 1e-3)
+    assert len(folded) == 1 and folded[0].members == 2
+    fainter = [bright.replace(snr=6.95), arm.replace(snr=6.8)]
+    assert len(fold_measured_sidelobes(fainter, narrow, freqs, 1e-3)) == 2
+
+
 def test_arms_of_a_pulse_wider_than_the_widest_boxcar_fold_into_it():
     from drafts_ops.detect.cluster import fold_measured_sidelobes
 
