@@ -75,11 +75,6 @@ class Clusters:
     def __len__(self) -> int:
         return len(self.heads)
 
-    def select(self, keep: np.ndarray) -> Clusters:
-        """The clusters where boolean ``keep`` is True."""
-        return Clusters(self.heads.select(keep), self.members[keep], self.first_sample[keep],
-                        self.last_sample[keep], self.score[keep], self.boxcar[keep])  # fmt: skip
-
 
 def band_edges(
     freqs_mhz: np.ndarray, bands: Sequence[tuple[float, float]], band: np.ndarray
@@ -196,7 +191,7 @@ def _attach_to_boxcar(
 def _clusters(giants: Giants, labels: np.ndarray, boxcar: np.ndarray) -> Clusters:
     """Clusters of labelled giants, brightest first. A cluster's head, size and sample
     span come from its boxcar giants when it has any (other giants add their score)."""
-    _, inverse, _ = np.unique(labels, return_inverse=True, return_counts=True)
+    _, inverse = np.unique(labels, return_inverse=True)
     ncl = int(inverse.max()) + 1
     has_boxcar = np.zeros(ncl, bool)
     has_boxcar[inverse[boxcar]] = True
