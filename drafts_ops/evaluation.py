@@ -166,6 +166,13 @@ class EvaluationSetup:
             raise ParameterError(
                 f"injected DM range {self.dm_range} must lie inside 0-{self.dm_max:g}"
             )
+        lo, hi = self.band_fraction_range
+        if not (0 <= self.band_limited_fraction <= 1 and 0 < lo <= hi <= 1):
+            raise ParameterError(
+                f"band-limited bursts: fraction {self.band_limited_fraction} must be in 0-1 and "
+                f"their emitting band {self.band_fraction_range} within 0-1 of the band, low "
+                "first"
+            )
 
     def survey_bands(self) -> list[SurveyBand]:
         return [SURVEY_BANDS[name] for name in self.bands]

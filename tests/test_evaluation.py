@@ -245,6 +245,22 @@ def test_cli_parses_evaluate_search():
         "search", 2, ["gbt"], 5, Path("x"))  # fmt: skip
 
 
+def test_cli_asks_for_a_band_limited_set():
+    from drafts_ops.cli.evaluate import evaluation_setup
+
+    args = build_parser().parse_args(["evaluate", "search", "--seed", "779",
+                                      "--band-limited-fraction", "1",
+                                      "--band-fraction-range", "0.1", "0.3"])  # fmt: skip
+    setup = evaluation_setup(args)
+    assert (setup.seed, setup.band_limited_fraction, setup.band_fraction_range) == (
+        779, 1.0, (0.1, 0.3))  # fmt: skip
+    default = evaluation_setup(build_parser().parse_args(["evaluate", "search"]))
+    assert default == EvaluationSetup()
+    for bad in (["--band-limited-fraction", "1.5"], ["--band-fraction-range", "0.5", "0.2"]):
+        with pytest.raises(ParameterError, match="band-limited bursts"):
+            evaluation_setup(build_parser().parse_args(["evaluate", "search", *bad]))
+
+
 TINY_BAND = SurveyBand("tiny", 64, 1500.0, -4.0, 1e-3)
 
 

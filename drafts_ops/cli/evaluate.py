@@ -40,6 +40,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, default=None, help="seed (default: the held-out seed)")
     p.add_argument(
+        "--band-limited-fraction",
+        type=float,
+        default=None,
+        help="search: fraction of bursts confined to part of the band (default 0.3; 1: a "
+        "band-limited set, e.g. with --band-fraction-range 0.1 0.3)",
+    )
+    p.add_argument(
+        "--band-fraction-range",
+        type=float,
+        nargs=2,
+        metavar=("LO", "HI"),
+        default=None,
+        help="search: emitting band of the band-limited bursts, as fractions of the band "
+        "(default 0.1 0.6)",
+    )
+    p.add_argument(
         "--examples",
         type=int,
         default=1000,
@@ -73,10 +89,7 @@ def run(args: argparse.Namespace) -> int:
         return run_classifier(args)
     from drafts_ops import evaluation as ev_mod
 
-    kwargs = {"per_bin": args.per_bin, "bands": tuple(args.bands)}
-    if args.seed is not None:
-        kwargs["seed"] = args.seed
-    setup = ev_mod.EvaluationSetup(**kwargs)
+    setup = evaluation_setup(args)
     work = args.out / "work" if args.keep_data else None
 
     def progress(line: str) -> None:
@@ -89,6 +102,21 @@ def run(args: argparse.Namespace) -> int:
         paths["card"] = ev_mod.update_model_card(ev, args.card)
     print("\nwrote " + ", ".join(str(p) for p in paths.values()))
     return 0
+
+
+def evaluation_setup(args: argparse.Namespace):
+    """The :class:`~drafts_ops.evaluation.EvaluationSetup` the options ask for (defaults
+    where an option is not given)."""
+    from drafts_ops.evaluation import EvaluationSetup
+
+    kwargs = {"per_bin": args.per_bin, "bands": tuple(args.bands)}
+    if args.seed is not None:
+        kwargs["seed"] = args.seed
+    if args.band_limited_fraction is not None:
+        kwargs["band_limited_fraction"] = args.band_limited_fraction
+    if args.band_fraction_range is not None:
+        kwargs["band_fraction_range"] = tuple(args.band_fraction_range)
+    return EvaluationSetup(**kwargs)
 
 
 def run_classifier(args: argparse.Namespace) -> int:
