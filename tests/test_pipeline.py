@@ -72,7 +72,7 @@ def test_block_size_follows_the_memory_budget(synthetic_fil):
     assert small.block_size % 1024 == 0 and small.block_size >= 4096
 
 
-def test_detector_both_searches_the_classical_search_s_blocks(synthetic_fil):
+def test_detector_both_searches_the_same_blocks_as_the_classical_search(synthetic_fil):
     """The same blocks (so the same noise estimates and giants): --detector both can only
     add to the classical search's candidates."""
     for budget in (400, 4000):
