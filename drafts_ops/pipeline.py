@@ -652,8 +652,7 @@ def search_block(
         _dedisperse(prepared, dm_plan, cfg, out=dm_time)
     if buffers.on_dm_time is not None:
         buffers.on_dm_time(block, dm_time[:, keep[0] : keep[1]])
-    use_ml = cfg.detector in ("ml", "both")
-    detector = _load_detector() if use_ml else None
+    detector = _load_detector() if cfg.detector in ("ml", "both") else None
     peaks = [] if detector is None else detector.detect(dm_time, threshold=cfg.detector_threshold)
     width_index = buffers.get("width_index", dm_time.shape, np.int8)
     # the S/N overwrites the dedispersed samples (the detector's peaks are already taken)
@@ -662,7 +661,7 @@ def search_block(
     if cfg.detector in ("classical", "both"):
         parts.append(giants_above(snr, width_index, cfg.snr_threshold, widths=widths,
                                   sample_offset=block.read_start, keep=keep))  # fmt: skip
-    if use_ml:
+    if detector is not None:
         dms = np.array([p.dm_index for p in peaks], np.float64)
         cols = np.array([p.sample for p in peaks], np.float64)
         owned = (cols >= keep[0] - 0.5) & (cols < keep[1] - 0.5)

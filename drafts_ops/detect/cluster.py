@@ -58,7 +58,8 @@ class Clusters:
     ``heads`` are giants; ``members``, ``first_sample`` and ``last_sample`` (``[n]``) give
     each cluster's size and the sample range its members span; ``score`` is the highest
     neural-detector score among the members (NaN when none has one); ``boxcar`` says
-    whether the cluster holds boxcar giants (False: found by the neural detector alone).
+    whether the cluster holds boxcar giants (False: found by the neural detector alone;
+    default: all True).
     """
 
     heads: Giants
@@ -70,7 +71,7 @@ class Clusters:
 
     def __post_init__(self) -> None:
         if self.boxcar is None:
-            object.__setattr__(self, "boxcar", np.isnan(self.score))
+            object.__setattr__(self, "boxcar", np.ones(len(self.heads), bool))
 
     def __len__(self) -> int:
         return len(self.heads)

@@ -359,20 +359,20 @@ def harvest_detector_images(
     by a later call with the same seeds and sizes."""
     from drafts_ops.ml.inference import DETECTOR_SCALES
 
-    scales = "x".join(str(f) for f in DETECTOR_SCALES)
-    name = f"detector-{'-'.join(str(s) for s in seeds)}-{per_bin}-{columns}-t{scales}.npz"
+    tag = "x".join(str(f) for f in DETECTOR_SCALES)
+    name = f"detector-{'-'.join(str(s) for s in seeds)}-{per_bin}-{columns}-t{tag}.npz"
     return cached(Path(cache) / name if cache else None,
-                  lambda: _harvest_detector_images(seeds, per_bin, columns, bands, dm_max, log),
+                  lambda: _harvest_detector_images(seeds, per_bin, columns, bands, dm_max,
+                                                   DETECTOR_SCALES, log),
                   DetectorImages.load, DetectorImages.save, log=log,
                   what="detector harvest")  # fmt: skip
 
 
 def _harvest_detector_images(  # noqa: PLR0917
     seeds: Sequence[int], per_bin: int, columns: int, bands: Sequence[str], dm_max: float,
-    log: Callable[[str], None],
+    scales: Sequence[int], log: Callable[[str], None],
 ) -> DetectorImages:  # fmt: skip
     from drafts_ops.evaluation import EvaluationSetup, evaluation_observations, truth_bursts
-    from drafts_ops.ml.inference import DETECTOR_SCALES
     from drafts_ops.simulate import write_simulation
 
     parts: list[DetectorImages] = []
@@ -395,7 +395,7 @@ def _harvest_detector_images(  # noqa: PLR0917
                 inside = [(r, c) for r, c, b in zip(rows, cols, truth, strict=True)
                           if b.dm <= dms[-1]]  # fmt: skip
                 images, centres = detector_crops(pooled, np.array(inside), rng, columns,
-                                                 scales=DETECTOR_SCALES)  # fmt: skip
+                                                 scales=scales)  # fmt: skip
                 parts.append(DetectorImages(images, centres, [band.name] * len(images)))
                 path.unlink()
                 path.with_name(path.stem + ".truth.csv").unlink(missing_ok=True)
