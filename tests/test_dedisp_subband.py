@@ -120,3 +120,23 @@ def test_decimated_trials_follow_the_documented_rule(rng):
         coarse = padded.reshape(16, ncoarse, f).sum(axis=2) / counts
         row = dedisperse_reference(coarse, (plan.delays[d : d + 1] // f))[0]
         np.testing.assert_allclose(out[d], np.repeat(row, f)[:nout], rtol=1e-5)
+
+
+def test_subband_scratch_stays_within_its_budget_when_a_tile_does_not_fit(monkeypatch, rng):
+    """A plan with many stage-1 rows (2048-4096 channels to DM 3000) gets shorter passes,
+    not a scratch buffer larger than the budget; the output does not change."""
+    from drafts_ops.dedisp import operator
+    from drafts_ops.dedisp.subband import MIN_CHUNK, auto_subband_plan
+    from drafts_ops.dedisp.workspace import WorkspacePool
+
+    plan = band_plan(64, 300.0)
+    data = rng.integers(0, 200, (64, plan.max_delay + 6000)).astype(np.uint8)
+    expected = dedisperse(data, plan, algorithm="subband", pool=WorkspacePool())
+    sub = auto_subband_plan(plan.delays, plan.dms, plan.freqs, plan.tsamp,
+                            operator.SUBBAND_PLAN_NOUT)  # fmt: skip
+    budget = 4 * sub.buffer_len(2 * MIN_CHUNK)  # room for 1024-sample passes, not a tile
+    monkeypatch.setattr(operator, "SUBBAND_SCRATCH_BYTES", budget)
+    pool = WorkspacePool()
+    out = dedisperse(data, plan, algorithm="subband", pool=pool)
+    assert pool.nbytes <= budget
+    np.testing.assert_allclose(out, expected, rtol=1e-6)

@@ -333,11 +333,19 @@ def subband_stage2(y, base, out, tile_dm, tile_t, t_offset, nout):  # noqa: PLR0
                 s += 1
 
 
+#: Shortest stage-1/stage-2 pass, output samples (a plan with very many stage-1 rows, such
+#: as 2048-4096 channels to DM 3000, would otherwise get passes too short to stream).
+MIN_CHUNK = 512
+
+
 def chunk_length(sub: SubbandPlan, nout: int, tile_t: int, budget_bytes: int) -> int:
-    """Output samples per stage-1/stage-2 pass so that the scratch fits ``budget_bytes``."""
+    """Output samples per stage-1/stage-2 pass so that the scratch fits ``budget_bytes``:
+    a multiple of ``tile_t`` where one fits, else a multiple of 256 (at least
+    :data:`MIN_CHUNK`, where the scratch may then exceed the budget)."""
     mean_extra = float(sub.row_extra.mean()) if sub.nrow else 0.0
     fit = int(budget_bytes / (4 * max(sub.nrow, 1)) - mean_extra)
-    chunk = max(tile_t, fit - fit % tile_t)
+    step = tile_t if fit >= tile_t else 256
+    chunk = max(MIN_CHUNK, fit - fit % step)
     return min(nout, chunk)
 
 
