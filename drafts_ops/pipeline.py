@@ -585,26 +585,20 @@ def search_segment(
     buffers = BlockBuffers(on_dm_time=on_dm_time)
     parts = []
     cfg = plan.config
-    keep = None  # decimated searches keep their searched samples for the cutouts
-    if cfg.time_decimation > 1 or cfg.freq_decimation > 1:
-        from drafts_ops.detect.products import SearchedSamples
+    keep = cfg.time_decimation > 1 or cfg.freq_decimation > 1  # samples for the cutouts
+    from drafts_ops.detect.products import SearchedSamples
 
-        keep = SearchedSamples.writer(Path(work_dir), plan, indices)
-        first = plan.blocks[indices[0]].start
     with open_observation(plan.source) as reader:
         for i in indices:
             block = plan.blocks[i]
             data = read_searched(reader, plan, block.read_start, block.read_stop)
-            if keep is not None:
+            if keep:
                 own = data[:, block.start - block.read_start : block.stop - block.read_start]
-                keep[:, block.start - first : block.start - first + own.shape[1]] = own
+                SearchedSamples.save(Path(work_dir), block.index, own)
             parts.append(search_block(data, plan, block, dm_plan, buffers))
             reader.release(block.stop * plan.config.time_decimation)
             if on_block is not None:
                 on_block(i)
-    if keep is not None:
-        keep.flush()
-        del keep
     from drafts_ops.dedisp.workspace import default_pool
 
     default_pool.clear()  # the operator's scratch is not needed after the pass

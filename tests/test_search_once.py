@@ -125,3 +125,25 @@ def test_plan_notes_channel_smearing_of_frequency_decimation(tmp_path):
     assert "x8 frequency decimation smears a burst at DM" in note and "45.1 ms at 1205 MHz" in note
     native = pipeline.plan_search(path, pipeline.SearchConfig(dm_max=1000.0))
     assert native.notes == ()
+
+
+def test_a_decimating_search_keeps_each_blocks_samples_in_a_file_of_its_own(observation,
+                                                                           tmp_path):  # fmt: skip
+    """The searched samples kept for the cutouts go to one written file per block, not a
+    mapped file of the whole search whose pages stay resident (memory grew with the file);
+    read back across a block boundary they equal the decimated data."""
+    from drafts_ops.detect.products import SearchedSamples
+    from drafts_ops.io import open_observation
+
+    cfg = pipeline.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
+                                block_size=1024)  # fmt: skip
+    plan = pipeline.plan_search(observation, cfg)
+    assert len(plan.blocks) > 3
+    pipeline.search_segment(range(len(plan.blocks)), observation, plan, tmp_path)
+    kept = sorted(p.name for p in tmp_path.glob("searched_*.npy"))
+    assert kept == [f"searched_{b.index:05d}.npy" for b in plan.blocks]
+    boundary = plan.blocks[1].start
+    with open_observation(observation) as reader:
+        expected = pipeline.read_searched(reader, plan, boundary - 50, boundary + 50)
+    got = SearchedSamples.find(tmp_path, plan).read(boundary - 50, boundary + 50)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)

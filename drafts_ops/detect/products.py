@@ -48,9 +48,9 @@ SEARCHED_PATTERN = "searched_*.npy"
 class SearchedSamples:
     """The searched (decimated) samples a decimating search kept, for its cutouts.
 
-    Each streaming pass writes the samples its blocks own to
-    ``work/searched_<first>-<last>.npy`` (float32 ``[nchan, n]``); this reads any span
-    back as ``[nchan, n]`` float32, across files. A 4096-channel 8-bit file searched at
+    Each block's own samples go to ``work/searched_<block>.npy`` (float32
+    ``[nchan, n]``); this reads any span back as ``[nchan, n]`` float32, across blocks
+    and files. A 4096-channel 8-bit file searched at
     x8 x8 keeps 1/16 of its volume (1/64 of the samples at 4 bytes each).
     """
 
@@ -60,19 +60,20 @@ class SearchedSamples:
     @classmethod
     def find(cls, work_dir: Path, plan: SearchPlan) -> SearchedSamples | None:
         files = []
-        for path in sorted(Path(work_dir).glob(SEARCHED_PATTERN)):  # named by first block
-            first = int(path.stem.split("_")[1].split("-")[0])
-            files.append((plan.blocks[first].start, path))
+        for path in sorted(Path(work_dir).glob(SEARCHED_PATTERN)):  # named by block
+            files.append((plan.blocks[int(path.stem.split("_")[1])].start, path))
         return cls(files) if files else None
 
     @staticmethod
-    def writer(work_dir: Path, plan: SearchPlan, indices: list[int]) -> np.memmap:
-        """The file a pass over blocks ``indices`` writes (``[nchan, n]`` float32)."""
-        first, last = plan.blocks[indices[0]], plan.blocks[indices[-1]]
-        path = Path(work_dir) / f"searched_{indices[0]:05d}-{indices[-1]:05d}.npy"
+    def save(work_dir: Path, index: int, samples: np.ndarray) -> Path:
+        """Write block ``index``'s own searched samples ``[nchan, n]`` (float32) to their
+        own file: written, not mapped, so that the process's memory does not grow with
+        the file (a mapped file of the whole search kept every block's pages resident:
+        +57 MiB per FAST raw block at x8 t x2 f)."""
+        path = Path(work_dir) / f"searched_{index:05d}.npy"
         path.parent.mkdir(parents=True, exist_ok=True)
-        shape = (plan.header.nchans, last.stop - first.start)
-        return np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
+        np.save(path, np.ascontiguousarray(samples, dtype=np.float32))
+        return path
 
     def read(self, start: int, stop: int) -> np.ndarray:
         """Samples ``[start, stop)`` as float32 ``[nchan, n]`` (clipped to what exists): a
