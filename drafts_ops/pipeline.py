@@ -511,9 +511,10 @@ def block_size_for_budget(
     """Output samples per block so that one block's buffers fit in ``budget_mib``.
 
     Per searched sample a block holds its input (without decimation: the raw samples as
-    read plus their memory-mapped file pages; with decimation: the float32 averages, the
-    raw samples going through :data:`DECIMATION_CHUNK_BYTES` chunks), the normalised
-    float32 block, the float32 DM-time array (overwritten by S/N) and an int8 width index.
+    read plus their memory-mapped file pages, and the normalised float32 block; with
+    decimation: the float32 averages, normalised where they lie, the raw samples going
+    through :data:`DECIMATION_CHUNK_BYTES` chunks), the float32 DM-time array (overwritten
+    by S/N) and an int8 width index.
     The neural detector's input (the DM axis pooled to 64 rows: 256 bytes per sample,
     ~9 MiB for a FAST-like block) comes out of the reserve, so that ``--detector both``
     searches the same blocks as the classical search and only adds to its candidates. The
@@ -525,7 +526,7 @@ def block_size_for_budget(
     decimating = header.nchans != raw.nchans or header.tsamp > raw.tsamp * 1.5
     itemsize = max(raw.nbits, 8) / 8
     if decimating:
-        input_bytes = 8.0 * header.nchans
+        input_bytes = 4.0 * header.nchans
         fixed = 2.0 * DECIMATION_CHUNK_BYTES
     else:
         input_bytes = 2.0 * raw.nchans * itemsize + 4.0 * header.nchans
@@ -591,7 +592,10 @@ def search_segment(
     with open_observation(plan.source) as reader:
         for i in indices:
             block = plan.blocks[i]
-            data = read_searched(reader, plan, block.read_start, block.read_stop)
+            into = None  # decimated samples are read into the block's float32 buffer and
+            if keep:  # normalised there (search_block): one float32 copy of the block, not two
+                into = buffers.get("prepared", (plan.header.nchans, block.read_len), np.float32)
+            data = read_searched(reader, plan, block.read_start, block.read_stop, out=into)
             if keep:
                 own = data[:, block.start - block.read_start : block.stop - block.read_start]
                 SearchedSamples.save(Path(work_dir), block.index, own)
@@ -616,7 +620,8 @@ def search_block(
     buffers: BlockBuffers | None = None,
 ) -> Giants:  # fmt: skip
     """Preprocess, dedisperse and search one block's data ``[nchan, n]`` (searched
-    resolution, any dtype); returns its giants in file sample coordinates."""
+    resolution, any dtype; float32 data that lie in ``buffers.prepared`` are normalised
+    where they lie); returns its giants in file sample coordinates."""
     cfg = plan.config
     buffers = buffers or BlockBuffers()
     nchan, nreal = data.shape
@@ -722,7 +727,13 @@ DECIMATION_CHUNK_BYTES = 64 * 1024**2
 
 
 def read_searched(
-    reader, plan: SearchPlan, start: int, stop: int, *, file_layout: bool = False
+    reader,
+    plan: SearchPlan,
+    start: int,
+    stop: int,
+    *,
+    file_layout: bool = False,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Searched samples ``[start, stop)`` of an open reader, ``[nchan, n]``.
 
@@ -731,7 +742,8 @@ def read_searched(
     time-major spectra instead of a channel-major copy (for callers that read only part
     of each channel, such as the cutouts). With
     time / frequency decimation: float32 averages, read and decimated in chunks of about
-    :data:`DECIMATION_CHUNK_BYTES`, so no full-resolution float copy of the block exists.
+    :data:`DECIMATION_CHUNK_BYTES`, so no full-resolution float copy of the block exists;
+    ``out`` (float32 ``[nchan, >= stop - start]``): write them there (returns a view).
     """
     cfg = plan.config
     tf, ff = cfg.time_decimation, cfg.freq_decimation
@@ -741,7 +753,12 @@ def read_searched(
             spectra.T if spectra is not None else reader.read_block(start, stop - start, raw=True)
         )
     raw = plan.raw_header
-    out = np.empty((raw.nchans // ff, stop - start), np.float32)
+    shape = (raw.nchans // ff, stop - start)
+    if out is None:
+        out = np.empty(shape, np.float32)
+    elif out.dtype != np.float32 or out.shape[0] != shape[0] or out.shape[1] < shape[1]:
+        raise ParameterError(f"read_searched: out {out.shape} {out.dtype} cannot hold {shape}")
+    out = out[:, : shape[1]]
     per_sample = raw.nchans * max(raw.nbits, 8) // 8 * tf
     step = max(1, DECIMATION_CHUNK_BYTES // per_sample)
     for a in range(start, stop, step):

@@ -147,3 +147,35 @@ def test_a_decimating_search_keeps_each_blocks_samples_in_a_file_of_its_own(obse
         expected = pipeline.read_searched(reader, plan, boundary - 50, boundary + 50)
     got = SearchedSamples.find(tmp_path, plan).read(boundary - 50, boundary + 50)
     np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_decimated_blocks_are_normalised_where_they_were_read(observation, tmp_path,
+                                                             monkeypatch):  # fmt: skip
+    """A decimating search reads each block's float32 averages into its normalisation
+    buffer and normalises them there (one float32 copy of the block, not two: longer
+    blocks in the same memory budget); its giants equal those of a separate copy."""
+    from drafts_ops.detect.single_pulse import Giants
+    from drafts_ops.io import open_observation
+
+    cfg = pipeline.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
+                                block_size=1024)  # fmt: skip
+    plan = pipeline.plan_search(observation, cfg)
+    dm_plan = plan.dm_plan()
+    in_place = []
+    real = pipeline.search_block
+
+    def recording(data, plan, block, dm_plan, buffers=None):
+        in_place.append(np.shares_memory(data, buffers.prepared))
+        return real(data, plan, block, dm_plan, buffers)
+
+    monkeypatch.setattr(pipeline, "search_block", recording)
+    got = Giants.load(pipeline.search_segment(range(len(plan.blocks)), observation, plan,
+                                              tmp_path))  # fmt: skip
+    assert in_place and all(in_place)
+    with open_observation(observation) as reader:
+        parts = [real(pipeline.read_searched(reader, plan, b.read_start, b.read_stop), plan, b,
+                      dm_plan) for b in plan.blocks]  # fmt: skip
+    expected = Giants.concatenate(parts)
+    assert len(got) == len(expected) > 0
+    for name in ("dm_index", "sample", "width", "snr"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(expected, name))
