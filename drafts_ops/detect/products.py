@@ -3,8 +3,8 @@ resolution and shared by the classifier, the ``.h5`` writer and the PNG.
 
 The window is read through the search's own reader path
 (:func:`drafts_ops.pipeline.read_searched`): raw samples, averaged to the searched time and
-frequency resolution before any float copy, so a 4096-channel file searched at x8 x8
-decimation costs 64 times less than its raw resolution would; a decimating search's kept
+frequency resolution before any float copy, so a 4096-channel file searched at x8 x2
+decimation costs 16 times less than its raw resolution would; a decimating search's kept
 samples are read as a view of their file; without decimation, a view of the file's own
 time-major layout, of which the cutouts transpose each chunk of channels only as far as
 its delays need. Both images are computed a chunk of channels at a time, each channel only
@@ -51,7 +51,7 @@ class SearchedSamples:
     Each block's own samples go to ``work/searched_<block>.npy`` (float32
     ``[nchan, n]``); this reads any span back as ``[nchan, n]`` float32, across blocks
     and files. A 4096-channel 8-bit file searched at
-    x8 x8 keeps 1/16 of its volume (1/64 of the samples at 4 bytes each).
+    x8 x2 keeps 1/4 of its volume (1/16 of the samples at 4 bytes each).
     """
 
     def __init__(self, files: list[tuple[int, Path]]) -> None:
