@@ -37,7 +37,8 @@ class SearchBenchConfig:
     Bands run down from ``fch1`` (MHz) in ``nchans`` channels of ``foff``; ``tsamp`` in s;
     ``duration_s`` of 8-bit data with ``n_bursts`` bursts (DM up to ``dm_max``) and one of
     each RFI kind per ``rfi_per_minute``; searched to ``dm_max`` with the given
-    decimation.
+    decimation. ``observation`` names the simulated file (configurations that search one
+    observation at several decimations share it); default ``name``.
     """
 
     name: str
@@ -51,6 +52,7 @@ class SearchBenchConfig:
     freq_decimation: int = 1
     n_bursts: int = 20
     seed: int = 2026
+    observation: str = ""
 
     def simulation(self):
         """The :class:`~drafts_ops.simulate.SimulationConfig` of this observation."""
@@ -73,7 +75,7 @@ class SearchBenchConfig:
                 "freq_decimation": self.freq_decimation}  # fmt: skip
 
     def file_name(self) -> str:
-        return (f"{self.name}-{self.nchans}ch-{self.tsamp * 1e6:g}us-{self.duration_s:g}s-"
+        return (f"{self.observation or self.name}-{self.nchans}ch-{self.tsamp * 1e6:g}us-{self.duration_s:g}s-"
                 f"seed{self.seed}.fil")  # fmt: skip
 
     @classmethod
@@ -90,7 +92,15 @@ class SearchBenchConfig:
 #: The survey-sized configurations (:data:`drafts_ops.simulate.bands.SURVEY_BANDS`).
 CONFIGS: dict[str, SearchBenchConfig] = {
     "fast": SearchBenchConfig.from_band("fast", 60.0),
-    "fast-raw": SearchBenchConfig.from_band("fast-raw", 30.0),
+    "fast-raw": SearchBenchConfig.from_band("fast-raw", 30.0),  # x8 t x2 f, as evaluated
+    # the throughput issue's FAST raw configuration (x8 t x8 f), on the same observation:
+    # faster, but its wide channels lose high-DM bursts (README "Search evaluation")
+    "fast-raw-x8f": replace(
+        SearchBenchConfig.from_band("fast-raw", 30.0),
+        name="fast-raw-x8f",
+        observation="fast-raw",
+        freq_decimation=8,
+    ),
     "gbt": SearchBenchConfig.from_band("gbt", 120.0),
 }
 
@@ -231,7 +241,7 @@ STAGE_COLUMNS = ("plan", "dedisperse_detect", "merge", "cutouts", "classify", "w
 def format_row(r: RunFigures) -> str:
     ratio = r.pipeline_kernel_ratio
     stages = " ".join(f"{r.stages.get(s, 0.0):7.2f}" for s in STAGE_COLUMNS)
-    return (f"{r.config:<9}{r.path:<7}{r.mode:<11}{stages} {r.wall_s:7.2f}{r.cpu_s:7.1f}"
+    return (f"{r.config:<13}{r.path:<7}{r.mode:<11}{stages} {r.wall_s:7.2f}{r.cpu_s:7.1f}"
             f"{r.realtime_factor:8.2f}{r.kernel_realtime_factor or 0:8.1f}"
             f"{(ratio or 0):7.2f}{r.peak_rss_mib:8.0f}{r.candidates:6d}")  # fmt: skip
 
@@ -240,7 +250,7 @@ def format_table(results: list[RunFigures]) -> str:
     """Human-readable table: one row per run; stage walls in s."""
     stages = " ".join(f"{s[:7]:>7}" for s in STAGE_COLUMNS)
     totals = f"{'wall':>7}{'cpu':>7}{'RTF':>8}{'kRTF':>8}{'p/k':>7}{'RSS MiB':>8}{'cands':>6}"
-    head = f"{'config':<9}{'path':<7}{'mode':<11}{stages} {totals}"
+    head = f"{'config':<13}{'path':<7}{'mode':<11}{stages} {totals}"
     lines = [head, *(format_row(r) for r in results)]
     flows = {(r.config, r.mode): r for r in results if r.path == "flow"}
     for r in results:
