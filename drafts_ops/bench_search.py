@@ -75,8 +75,8 @@ class SearchBenchConfig:
                 "freq_decimation": self.freq_decimation}  # fmt: skip
 
     def file_name(self) -> str:
-        return (f"{self.observation or self.name}-{self.nchans}ch-{self.tsamp * 1e6:g}us-{self.duration_s:g}s-"
-                f"seed{self.seed}.fil")  # fmt: skip
+        return (f"{self.observation or self.name}-{self.nchans}ch-{self.tsamp * 1e6:g}us-"
+                f"{self.duration_s:g}s-seed{self.seed}.fil")  # fmt: skip
 
     @classmethod
     def from_band(cls, band: str, duration_s: float, **options: Any) -> SearchBenchConfig:
