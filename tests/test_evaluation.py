@@ -237,6 +237,30 @@ def test_regenerated_card_keeps_the_search_section(tmp_path):
     assert "# old" not in text and "sha256" in text
 
 
+def test_card_says_at_which_decimation_each_model_saw_fast_raw(tmp_path):
+    """Each model's training text names the FAST raw decimation its manifest entry records
+    (the shipped detector and classifier can differ after the band changed)."""
+    import json
+
+    from drafts_ops.ml.card import model_card
+    from drafts_ops.ml.evaluate import DETECTOR_THRESHOLDS, Evaluation, _bins
+
+    six = [0.5] * 6
+    ev = Evaluation(seed=1, snr_bins=_bins(), classifier_recall=six,
+                    classifier_recall_ft_only=six, classifier_fp={"noise": 0.0},
+                    detector_recall=dict.fromkeys(DETECTOR_THRESHOLDS, six),
+                    pipeline_recall=dict.fromkeys(DETECTOR_THRESHOLDS, six),
+                    detector_fp_per_min=dict.fromkeys(DETECTOR_THRESHOLDS, 1.0),
+                    pipeline_fp_per_min=dict.fromkeys(DETECTOR_THRESHOLDS, 0.1))  # fmt: skip
+    models = Path(__file__).resolve().parents[1] / "models"
+    manifest = json.loads((models / "manifest.json").read_text())
+    manifest["models"]["detector.onnx"]["band_decimation"] = {"fast-raw": [8, 8]}
+    manifest["models"]["classifier.onnx"]["band_decimation"] = {"fast-raw": [8, 2]}
+    text = " ".join(model_card(manifest, ev).split())
+    assert "FAST raw (x8 t x8 f) bands" in text
+    assert "FAST raw 4096 ch 49.152 us searched x8 t x2 f" in text
+
+
 def test_cli_parses_evaluate_search():
     args = build_parser().parse_args(
         ["evaluate", "search", "--per-bin", "2", "--bands", "gbt", "--seed", "5", "--out", "x"]

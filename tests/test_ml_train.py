@@ -24,6 +24,8 @@ def test_train_detector_few_steps_exports_matching_onnx(tmp_path):
     assert result.path == tmp_path / "detector.onnx" and result.size_bytes < 5 * 2**20
     entry = json.loads((tmp_path / "manifest.json").read_text())["models"]["detector.onnx"]
     assert entry["steps"] == 2 and entry["seed"] == 3 and entry["opset"] == 17
+    # the model card says at which decimation the FAST raw band was searched for training
+    assert entry["band_decimation"]["fast-raw"] == [8, 2]
     det = load_detector(result.path)  # hash-checked against the manifest just written
     assert isinstance(det.detect(np.random.default_rng(0).standard_normal((70, 300))), list)
 

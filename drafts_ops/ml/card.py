@@ -63,6 +63,13 @@ def _training_table(manifest: dict) -> str:
     return "\n".join(rows)
 
 
+def _fast_raw_decimation(info: dict) -> str:
+    """The FAST raw band's search decimation a model was trained at (its manifest entry's
+    ``band_decimation``, recorded by ``drafts train``)."""
+    t, f = info.get("band_decimation", {}).get("fast-raw", (None, None))
+    return f"x{t} t x{f} f" if t else "decimation not recorded"
+
+
 def model_card(manifest: dict, ev: Evaluation) -> str:
     """The model card text."""
     from drafts_ops.ml.harvest import DETECTOR_HARVEST_SEEDS, HARVEST_SEARCH
@@ -74,6 +81,8 @@ def model_card(manifest: dict, ev: Evaluation) -> str:
     models = manifest["models"]
     det_pool = models.get("detector.onnx", {}).get("pool_size", "?")
     clf_pool = models.get("classifier.onnx", {}).get("pool_size", "?")
+    det_raw = _fast_raw_decimation(models.get("detector.onnx", {}))
+    clf_raw = _fast_raw_decimation(models.get("classifier.onnx", {}))
     nsub, jitter = HARVEST_SEARCH["search_subbands"], CLASSIFIER_JITTER
     scales = ", ".join(str(f) for f in DETECTOR_SCALES)
     return f"""# drafts-ops neural models
@@ -134,7 +143,7 @@ and automatic channel masking) before dedispersion or cutting out.
   The search's *own* DM-time data (`drafts_ops/ml/harvest.py`,
   `harvest_detector_images`, seeds {", ".join(str(x) for x in DETECTOR_HARVEST_SEEDS)}):
   seeded observations at the search evaluation's operating point in the FAST-like, GBT-like
-  and FAST raw (x8 x8) bands, dedispersed to DM 3000 by the streaming search itself (the
+  and FAST raw ({det_raw}) bands, dedispersed to DM 3000 by the streaming search itself (the
   production operator, its normalisation, masking and clipping), each column's DM axis
   pooled to 64 rows as inference pools it; one crop with each burst at a random place and
   half as many random crops (bow-tie sidelobes, RFI, masked-channel residues, noise), each
@@ -144,7 +153,7 @@ and automatic channel masking) before dedispersion or cutting out.
 * classifier (`drafts_ops/ml/harvest.py`, not the 64-channel blocks above): {clf_pool}
   examples, three quarters of them candidates *found by the search itself* in simulated
   survey observations (FAST-like 1024 ch 196.608 us, GBT-like 336 ch 1.27 ms, demo-like
-  256 ch 512 us, FAST raw 4096 ch 49.152 us searched x8 x8; 8-bit; bursts and every RFI
+  256 ch 512 us, FAST raw 4096 ch 49.152 us searched {clf_raw}; 8-bit; bursts and every RFI
   kind in the same files, bursts 0.2 s + exponential (mean 1 s) apart over DM 20-2900,
   FWHM 0.1-20 ms, 30% scattered, 30% band-limited down to 10% of the band; searched to DM
   3000 with each band's decimation, full band and {nsub} sub-bands, `--search-subbands
