@@ -586,17 +586,18 @@ def search_segment(
     buffers = BlockBuffers(on_dm_time=on_dm_time)
     parts = []
     cfg = plan.config
-    keep = cfg.time_decimation > 1 or cfg.freq_decimation > 1  # samples for the cutouts
+    decimating = cfg.time_decimation > 1 or cfg.freq_decimation > 1
     from drafts_ops.detect.products import SearchedSamples
 
     with open_observation(plan.source) as reader:
         for i in indices:
             block = plan.blocks[i]
-            into = None  # decimated samples are read into the block's float32 buffer and
-            if keep:  # normalised there (search_block): one float32 copy of the block, not two
-                into = buffers.get("prepared", (plan.header.nchans, block.read_len), np.float32)
+            # decimated averages are read into the block's float32 buffer and normalised
+            # there (search_block): one float32 copy of the block, not two
+            shape = (plan.header.nchans, block.read_len)
+            into = buffers.get("prepared", shape, np.float32) if decimating else None
             data = read_searched(reader, plan, block.read_start, block.read_stop, out=into)
-            if keep:
+            if decimating:  # a decimating search keeps its samples for the cutouts
                 own = data[:, block.start - block.read_start : block.stop - block.read_start]
                 SearchedSamples.save(Path(work_dir), block.index, own)
             parts.append(search_block(data, plan, block, dm_plan, buffers))
