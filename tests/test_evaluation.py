@@ -214,22 +214,28 @@ def test_card_section_replaced_inserted_appended():
     assert find_section(card) is None
 
 
+def _model_evaluation():
+    """A model-level evaluation with every figure filled (for card tests)."""
+    from drafts_ops.ml.evaluate import DETECTOR_THRESHOLDS, Evaluation, _bins
+
+    six = [0.5] * 6
+    return Evaluation(seed=1, snr_bins=_bins(), classifier_recall=six,
+                      classifier_recall_ft_only=six, classifier_fp={"noise": 0.0},
+                      detector_recall=dict.fromkeys(DETECTOR_THRESHOLDS, six),
+                      pipeline_recall=dict.fromkeys(DETECTOR_THRESHOLDS, six),
+                      detector_fp_per_min=dict.fromkeys(DETECTOR_THRESHOLDS, 1.0),
+                      pipeline_fp_per_min=dict.fromkeys(DETECTOR_THRESHOLDS, 0.1))  # fmt: skip
+
+
 def test_regenerated_card_keeps_the_search_section(tmp_path):
     from drafts_ops.ml.card import write_model_card
-    from drafts_ops.ml.evaluate import DETECTOR_THRESHOLDS, Evaluation, _bins
 
     models = Path(__file__).resolve().parents[1] / "models"
     shutil.copy(models / "manifest.json", tmp_path / "manifest.json")
     section = f"{SEARCH_SECTION}\n\n| measured | 1 |\n"
     classifier = "## Classifier on search candidates\n\n| reliability | 2 |\n"
     (tmp_path / "MODEL_CARD.md").write_text(f"# old\n\n{classifier}\n{section}\n## Limits\n\nx\n")
-    six = [0.5] * 6
-    ev = Evaluation(seed=1, snr_bins=_bins(), classifier_recall=six,
-                    classifier_recall_ft_only=six, classifier_fp={"noise": 0.0},
-                    detector_recall=dict.fromkeys(DETECTOR_THRESHOLDS, six),
-                    pipeline_recall=dict.fromkeys(DETECTOR_THRESHOLDS, six),
-                    detector_fp_per_min=dict.fromkeys(DETECTOR_THRESHOLDS, 1.0),
-                    pipeline_fp_per_min=dict.fromkeys(DETECTOR_THRESHOLDS, 0.1))  # fmt: skip
+    ev = _model_evaluation()
     text = write_model_card(tmp_path, ev).read_text()
     assert find_section(text) == section
     assert find_section(text, "## Classifier on search candidates") == classifier
@@ -243,15 +249,8 @@ def test_card_says_at_which_decimation_each_model_saw_fast_raw(tmp_path):
     import json
 
     from drafts_ops.ml.card import model_card
-    from drafts_ops.ml.evaluate import DETECTOR_THRESHOLDS, Evaluation, _bins
 
-    six = [0.5] * 6
-    ev = Evaluation(seed=1, snr_bins=_bins(), classifier_recall=six,
-                    classifier_recall_ft_only=six, classifier_fp={"noise": 0.0},
-                    detector_recall=dict.fromkeys(DETECTOR_THRESHOLDS, six),
-                    pipeline_recall=dict.fromkeys(DETECTOR_THRESHOLDS, six),
-                    detector_fp_per_min=dict.fromkeys(DETECTOR_THRESHOLDS, 1.0),
-                    pipeline_fp_per_min=dict.fromkeys(DETECTOR_THRESHOLDS, 0.1))  # fmt: skip
+    ev = _model_evaluation()
     models = Path(__file__).resolve().parents[1] / "models"
     manifest = json.loads((models / "manifest.json").read_text())
     manifest["models"]["detector.onnx"]["band_decimation"] = {"fast-raw": [8, 8]}
