@@ -258,6 +258,10 @@ def test_card_says_at_which_decimation_each_model_saw_fast_raw(tmp_path):
     text = " ".join(model_card(manifest, ev).split())
     assert "FAST raw (x8 t x8 f) bands" in text
     assert "FAST raw 4096 ch 49.152 us searched x8 t x2 f" in text
+    # Limits: a model trained at another decimation than the search's is named, once
+    assert "another decimation (detector.onnx at x8 t x8 f," in text
+    manifest["models"]["detector.onnx"]["band_decimation"] = {"fast-raw": [8, 2]}
+    assert "another decimation" not in model_card(manifest, ev)
 
 
 def test_cli_parses_evaluate_search():
