@@ -601,6 +601,11 @@ def search_segment(
                 own = data[:, block.start - block.read_start : block.stop - block.read_start]
                 SearchedSamples.save(Path(work_dir), block.index, own)
             parts.append(search_block(data, plan, block, dm_plan, buffers))
+            # a block of another length gets a new buffer: the old one must not outlive it
+            # (the first block is shorter by its padding: +90 MiB peak at FAST raw x8 x8)
+            del data, into
+            if decimating:
+                del own
             reader.release(block.stop * plan.config.time_decimation)
             if on_block is not None:
                 on_block(i)

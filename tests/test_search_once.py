@@ -4,6 +4,7 @@ each candidate's cutouts once."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -179,3 +180,53 @@ def test_decimated_blocks_are_normalised_where_they_were_read(observation, tmp_p
     assert len(got) == len(expected) > 0
     for name in ("dm_index", "sample", "width", "snr"):
         np.testing.assert_array_equal(getattr(got, name), getattr(expected, name))
+
+
+def _mapped_rss_kib(path) -> int:
+    """Resident KiB of this process's mappings of ``path`` (Linux ``/proc/self/smaps``)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if "-" in line.split(" ", 1)[0]:
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(),
+                    reason="needs Linux /proc/self/smaps to see resident pages")  # fmt: skip
+def test_kept_samples_pages_are_dropped_after_a_window(tmp_path):
+    """Windows read from the kept samples leave no resident pages once released, so the
+    cutouts stage does not grow with the number of candidates."""
+    from drafts_ops.detect.products import SearchedSamples
+
+    path = SearchedSamples.save(tmp_path, 0, np.ones((64, 100_000), np.float32))
+    kept = SearchedSamples([(0, path)])
+    assert float(kept.read(0, 100_000).sum()) == 64 * 100_000  # touches every page
+    assert _mapped_rss_kib(path) > 20_000
+    kept.release()
+    assert _mapped_rss_kib(path) < 1_000
+
+
+def test_a_decimating_search_holds_one_block_buffer_at_a_time(observation, tmp_path,
+                                                              monkeypatch):  # fmt: skip
+    """When a block of another length needs a new buffer (the first block lacks its left
+    padding), the previous block's buffer is already gone: no block holds two."""
+    import weakref
+
+    cfg = pipeline.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
+                                block_size=1024)  # fmt: skip
+    plan = pipeline.plan_search(observation, cfg)
+    assert len({b.read_len for b in plan.blocks}) > 1
+    earlier, alive_at_read = [], []
+    real = pipeline.read_searched
+
+    def watching(reader, plan, start, stop, *, out=None, **kw):
+        alive_at_read.append([r() is not None for r in earlier if r() is not out])
+        earlier.append(weakref.ref(out))
+        return real(reader, plan, start, stop, out=out, **kw)
+
+    monkeypatch.setattr(pipeline, "read_searched", watching)
+    pipeline.search_segment(range(len(plan.blocks)), observation, plan, tmp_path)
+    assert len(alive_at_read) == len(plan.blocks)
+    assert not any(any(alive) for alive in alive_at_read)

@@ -14,6 +14,7 @@ keeps (:mod:`drafts_ops.detect.cutouts`).
 
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,6 +76,15 @@ class SearchedSamples:
         np.save(path, np.ascontiguousarray(samples, dtype=np.float32))
         return path
 
+    def release(self) -> None:
+        """Drop the kept files' mapped pages from this process (madvise): the pages of every
+        window read stay resident until then, so a search's memory would grow with its
+        candidates (FAST raw x8 t x2 f, 120 s, 23 candidates: 1206 -> 1960 MiB)."""
+        for _, array in self.parts:
+            mapping = getattr(array, "_mmap", None)
+            if mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
+                mapping.madvise(mmap.MADV_DONTNEED)
+
     def read(self, start: int, stop: int) -> np.ndarray:
         """Samples ``[start, stop)`` as float32 ``[nchan, n]`` (clipped to what exists): a
         read-only view of the mapped file where one part holds them all, else a copy."""
@@ -120,7 +130,7 @@ class CutoutMaker:
         *args, mask = self._window(cand)
         self.made += 1
         pair = cutout_pair(*args, chan_mask=mask)
-        self.reader.release(self.plan.raw_header.nsamples)  # drop the mapped pages
+        self._release()
         return pair
 
     def pulse_shape(self, cand: Candidate) -> PulseShape:
@@ -128,10 +138,16 @@ class CutoutMaker:
         (:func:`emitting_band`), width and S/N at that width (:func:`pulse_width`)."""
         data, freqs, tsamp, dm, sample, width, mask = self._window(cand)
         ft = freq_time_cutout(data, freqs, tsamp, dm, sample, width, chan_mask=mask)
-        self.reader.release(self.plan.raw_header.nsamples)
+        self._release()
         pulse, gain = pulse_width(ft, width)
         f_lo, f_hi = emitting_band(ft, freqs, width, pulse)
         return PulseShape(f_lo, f_hi, pulse, cand.snr * gain)
+
+    def _release(self) -> None:
+        """Drop the pages a candidate's window mapped (the file's and the kept samples')."""
+        self.reader.release(self.plan.raw_header.nsamples)
+        if self.searched is not None:
+            self.searched.release()
 
     def _window(self, cand: Candidate) -> tuple:
         """The searched samples around ``cand`` (``[nchan, n]``; a view of the searched
