@@ -51,8 +51,8 @@ class SearchedSamples:
 
     Each block's own samples go to ``work/searched_<block>.npy`` (float32
     ``[nchan, n]``); this reads any span back as ``[nchan, n]`` float32, across blocks
-    and files. A 4096-channel 8-bit file searched at
-    x8 x2 keeps 1/4 of its volume (1/16 of the samples at 4 bytes each).
+    and files. A 4096-channel 8-bit file searched at x8 x2 keeps 1/4 of its volume (1/16
+    of the samples at 4 bytes each).
     """
 
     def __init__(self, files: list[tuple[int, Path]]) -> None:
