@@ -148,3 +148,23 @@ def test_detector_images_put_the_label_on_the_burst(tmp_path):
     saved = DetectorImages(images, centres, ["gbt"] * len(images)).save(tmp_path / "d.npz")
     back = DetectorImages.load(saved)
     assert back.centres == centres and np.array_equal(back.images, images)
+
+
+def test_harvest_caches_are_named_by_the_bands_decimation(monkeypatch, tmp_path):
+    """A pool harvested with FAST raw at x8 x8 is not read back for a search at x8 x2."""
+    import dataclasses
+
+    from drafts_ops.ml import harvest as hv
+    from drafts_ops.simulate import bands
+
+    names = []
+    monkeypatch.setattr(hv, "cached", lambda path, *args, **kw: names.append(path.name))
+    hv.harvest(3, 5, cache=tmp_path)
+    hv.harvest_detector_images((1,), cache=tmp_path)
+    coarse = dataclasses.replace(bands.SURVEY_BANDS["fast-raw"], freq_decimation=8)
+    monkeypatch.setitem(bands.SURVEY_BANDS, "fast-raw", coarse)
+    hv.harvest(3, 5, cache=tmp_path)
+    hv.harvest_detector_images((1,), cache=tmp_path)
+    assert "fast-raw8x2" in names[0] and "fast-raw8x2" in names[1]
+    assert names[2] == names[0].replace("fast-raw8x2", "fast-raw8x8")
+    assert names[3] == names[1].replace("fast-raw8x2", "fast-raw8x8")

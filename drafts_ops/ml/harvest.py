@@ -185,6 +185,21 @@ def harvest_file(
     )
 
 
+def band_decimation() -> dict[str, list[int]]:
+    """``{band: [time, frequency]}`` decimation of each decimated survey band, as the
+    harvests search it."""
+    from drafts_ops.simulate.bands import SURVEY_BANDS
+
+    return {name: [b.time_decimation, b.freq_decimation] for name, b in SURVEY_BANDS.items()
+            if b.time_decimation * b.freq_decimation > 1}  # fmt: skip
+
+
+def _bands_tag() -> str:
+    """Cache-name part for the bands' decimation (a cached pool searched at another
+    decimation must not be read back)."""
+    return "".join(f"-{name}{t}x{f}" for name, (t, f) in band_decimation().items())
+
+
 def harvest(
     seed: int,
     examples: int,
@@ -201,7 +216,7 @@ def harvest(
     is kept (``harvest-<seed>-<examples>-<per_bin>-<options>.npz``) and read back by a
     later call with the same seed and size.
     """
-    tag = "-".join(f"{k}{v}" for k, v in sorted(HARVEST_SEARCH.items()))
+    tag = "-".join(f"{k}{v}" for k, v in sorted(HARVEST_SEARCH.items())) + _bands_tag()
     path = Path(cache) / f"harvest-{seed}-{examples}-{per_bin}-{tag}.npz" if cache else None
     return cached(path, lambda: _harvest(seed, examples, per_bin, work_dir, log),
                   CandidatePool.load, CandidatePool.save, log=log, what="harvest")  # fmt: skip
@@ -360,7 +375,8 @@ def harvest_detector_images(
     from drafts_ops.ml.inference import DETECTOR_SCALES
 
     tag = "x".join(str(f) for f in DETECTOR_SCALES)
-    name = f"detector-{'-'.join(str(s) for s in seeds)}-{per_bin}-{columns}-t{tag}.npz"
+    name = (f"detector-{'-'.join(str(s) for s in seeds)}-{per_bin}-{columns}-t{tag}"
+            f"{_bands_tag()}.npz")  # fmt: skip
     return cached(Path(cache) / name if cache else None,
                   lambda: _harvest_detector_images(seeds, per_bin, columns, bands, dm_max,
                                                    DETECTOR_SCALES, log),

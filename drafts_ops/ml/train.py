@@ -358,16 +358,8 @@ def _save_examples(examples: tuple[np.ndarray, np.ndarray, np.ndarray], path: Pa
         np.savez(fh, freq_time=ft, dm_time=dt, labels=labels)
 
 
-def band_decimation() -> dict[str, list[int]]:
-    """``{band: [time, frequency]}`` decimation of each decimated survey band, as the
-    harvests search it (recorded in the manifest: the model card says what a model saw)."""
-    from drafts_ops.simulate.bands import SURVEY_BANDS
-
-    return {name: [b.time_decimation, b.freq_decimation] for name, b in SURVEY_BANDS.items()
-            if b.time_decimation * b.freq_decimation > 1}  # fmt: skip
-
-
 def _finish(kind, path, *, pool_size, net, steps, seed, t_data, t_train, loss, log) -> TrainResult:
+    from drafts_ops.ml.harvest import band_decimation
     from drafts_ops.ml.manifest import update_manifest
 
     torch = require_torch()
@@ -383,7 +375,7 @@ def _finish(kind, path, *, pool_size, net, steps, seed, t_data, t_train, loss, l
         final_loss=round(float(loss), 5),
         torch=torch.__version__,
         opset=OPSET,
-        band_decimation=band_decimation(),
+        band_decimation=band_decimation(),  # the model card says what a model saw
     )
     size = path.stat().st_size
     log(f"{kind}: wrote {path} ({size / 1024:.0f} kB), training {t_train:.0f} s")
