@@ -219,6 +219,11 @@ class SearchConfig:
     def links(self) -> ClusterLinks:
         return ClusterLinks(self.time_link, self.dm_link, self.width_link)
 
+    @property
+    def decimates(self) -> bool:
+        """Whether the search averages samples or channels before searching."""
+        return self.time_decimation > 1 or self.freq_decimation > 1
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -586,7 +591,6 @@ def search_segment(
     buffers = BlockBuffers(on_dm_time=on_dm_time)
     parts = []
     cfg = plan.config
-    decimating = cfg.time_decimation > 1 or cfg.freq_decimation > 1
     from drafts_ops.detect.products import SearchedSamples
 
     with open_observation(plan.source) as reader:
@@ -595,17 +599,15 @@ def search_segment(
             # decimated averages are read into the block's float32 buffer and normalised
             # there (search_block): one float32 copy of the block, not two
             shape = (plan.header.nchans, block.read_len)
-            into = buffers.get("prepared", shape, np.float32) if decimating else None
+            into = buffers.get("prepared", shape, np.float32) if cfg.decimates else None
             data = read_searched(reader, plan, block.read_start, block.read_stop, out=into)
-            if decimating:  # a decimating search keeps its samples for the cutouts
-                own = data[:, block.start - block.read_start : block.stop - block.read_start]
-                SearchedSamples.save(Path(work_dir), block.index, own)
+            if cfg.decimates:  # a decimating search keeps its samples for the cutouts
+                own = slice(block.start - block.read_start, block.stop - block.read_start)
+                SearchedSamples.save(Path(work_dir), block.index, data[:, own])
             parts.append(search_block(data, plan, block, dm_plan, buffers))
             # a block of another length gets a new buffer: the old one must not outlive it
             # (the first block is shorter by its padding: +90 MiB peak at FAST raw x8 x8)
             del data, into
-            if decimating:
-                del own
             reader.release(block.stop * plan.config.time_decimation)
             if on_block is not None:
                 on_block(i)
@@ -753,7 +755,7 @@ def read_searched(
     """
     cfg = plan.config
     tf, ff = cfg.time_decimation, cfg.freq_decimation
-    if tf == 1 and ff == 1:
+    if not cfg.decimates:
         spectra = reader.read_spectra(start, stop - start) if file_layout else None
         return (
             spectra.T if spectra is not None else reader.read_block(start, stop - start, raw=True)

@@ -73,10 +73,9 @@ def _fast_raw_decimation(info: dict) -> str:
 def _stale_band_note(models: dict) -> str:
     """A sentence naming the models trained at another FAST raw decimation than the one
     the search now uses (empty when none is)."""
-    from drafts_ops.simulate.bands import survey_band
+    from drafts_ops.ml.harvest import band_decimation
 
-    band = survey_band("fast-raw")
-    now = [band.time_decimation, band.freq_decimation]
+    now = band_decimation()["fast-raw"]
     stale = {name: info["band_decimation"]["fast-raw"] for name, info in sorted(models.items())
              if info.get("band_decimation", {}).get("fast-raw", now) != now}  # fmt: skip
     if not stale:

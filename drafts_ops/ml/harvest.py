@@ -374,8 +374,8 @@ def harvest_detector_images(
     by a later call with the same seeds and sizes."""
     from drafts_ops.ml.inference import DETECTOR_SCALES
 
-    tag = "x".join(str(f) for f in DETECTOR_SCALES)
-    name = (f"detector-{'-'.join(str(s) for s in seeds)}-{per_bin}-{columns}-t{tag}"
+    scales = "x".join(str(f) for f in DETECTOR_SCALES)
+    name = (f"detector-{'-'.join(str(s) for s in seeds)}-{per_bin}-{columns}-t{scales}"
             f"{_bands_tag()}.npz")  # fmt: skip
     return cached(Path(cache) / name if cache else None,
                   lambda: _harvest_detector_images(seeds, per_bin, columns, bands, dm_max,
