@@ -264,6 +264,23 @@ def test_card_says_at_which_decimation_each_model_saw_fast_raw(tmp_path):
     assert "another decimation" not in model_card(manifest, ev)
 
 
+def test_card_names_time_scales_the_detector_never_saw_in_training():
+    import json
+
+    from drafts_ops.ml.card import model_card
+    from drafts_ops.ml.inference import DETECTOR_SCALES
+
+    ev = _model_evaluation()
+    models = Path(__file__).resolve().parents[1] / "models"
+    manifest = json.loads((models / "manifest.json").read_text())
+    manifest["models"]["detector.onnx"]["time_scales"] = list(DETECTOR_SCALES[:-1])
+    text = " ".join(model_card(manifest, ev).split())
+    assert f"inference also runs at {DETECTOR_SCALES[-1]}, which the network never saw" in text
+    manifest["models"]["detector.onnx"]["time_scales"] = list(DETECTOR_SCALES)
+    text = " ".join(model_card(manifest, ev).split())
+    assert "never saw" not in text and "those inference runs at (1, 2, 4, 8, 16)" in text
+
+
 def test_cli_parses_evaluate_search():
     args = build_parser().parse_args(
         ["evaluate", "search", "--per-bin", "2", "--bands", "gbt", "--seed", "5", "--out", "x"]

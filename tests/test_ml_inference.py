@@ -86,6 +86,20 @@ def test_detector_finds_injected_burst(detector, monkeypatch):
     assert detector.detect(quiet.dm_time, threshold=0.5) == []
 
 
+@pytest.mark.parametrize("seed", [13, 15, 16])
+def test_detector_finds_a_burst_smeared_over_many_samples(detector, seed):
+    # a high-DM burst at fine sampling (FAST-like: ~10 ms of channel smearing at 0.2 ms) is
+    # as wide in samples as this block stretched 16x in time: the default scales reach it
+    rng = np.random.default_rng(seed)
+    block = data.detector_example(
+        rng, n_bursts=1, rfi=(), columns=512, snr=15.0, width_s=2e-3, scattering_s=0.0
+    )
+    burst, stretch = block.bursts[0], 16
+    best = detector.detect(np.repeat(block.dm_time, stretch, axis=1), threshold=0.3)[0]
+    assert abs(best.dm_index - data.dm_index(block.dms, burst.dm)) <= 3
+    assert abs(best.sample / stretch - block.sample(burst)) <= 4
+
+
 def test_classifier_on_real_pulse_in_28fil(classifier, real_data):
     from drafts_ops.detect.cutouts import cutout_span, dm_time_cutout, freq_time_cutout
     from drafts_ops.detect.preprocess import auto_mask

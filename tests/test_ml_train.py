@@ -16,7 +16,7 @@ pytestmark = pytest.mark.train
 def test_train_detector_few_steps_exports_matching_onnx(tmp_path):
     torch = pytest.importorskip("torch", reason="training needs the train extra (torch)")
     from drafts_ops.ml import preprocess as pp
-    from drafts_ops.ml.inference import load_detector
+    from drafts_ops.ml.inference import DETECTOR_SCALES, load_detector
     from drafts_ops.ml.train import train_detector
 
     result = train_detector(steps=2, seed=3, out=tmp_path, pool_size=2, survey_seeds=(),
@@ -26,6 +26,8 @@ def test_train_detector_few_steps_exports_matching_onnx(tmp_path):
     assert entry["steps"] == 2 and entry["seed"] == 3 and entry["opset"] == 17
     # the model card says at which decimation the FAST raw band was searched for training
     assert entry["band_decimation"]["fast-raw"] == [8, 2]
+    # and at which time scales its survey-band crops were averaged
+    assert entry["time_scales"] == list(DETECTOR_SCALES)
     det = load_detector(result.path)  # hash-checked against the manifest just written
     assert isinstance(det.detect(np.random.default_rng(0).standard_normal((70, 300))), list)
 

@@ -70,6 +70,20 @@ def _fast_raw_decimation(info: dict) -> str:
     return f"x{t} t x{f} f" if t else "decimation not recorded"
 
 
+def _crop_scales(info: dict, inference: tuple[int, ...]) -> str:
+    """The time-averaging factors of a detector's training crops (its manifest entry's
+    ``time_scales``, recorded by ``drafts train``), beside those inference runs at."""
+    trained = tuple(info.get("time_scales", ()))
+    names = ", ".join(str(f) for f in trained)
+    if trained == tuple(inference):
+        return f"those inference runs at ({names})"
+    if not trained:
+        return "factors not recorded"
+    return (f"({names}); inference also runs at "
+            f"{', '.join(str(f) for f in inference if f not in trained)}, which the network "
+            "never saw in training")  # fmt: skip
+
+
 def _stale_band_note(models: dict) -> str:
     """A sentence naming the models trained at another FAST raw decimation than the one
     the search now uses (empty when none is)."""
@@ -104,6 +118,7 @@ def model_card(manifest: dict, ev: Evaluation) -> str:
     clf_raw = _fast_raw_decimation(models.get("classifier.onnx", {}))
     nsub, jitter = HARVEST_SEARCH["search_subbands"], CLASSIFIER_JITTER
     scales = ", ".join(str(f) for f in DETECTOR_SCALES)
+    crop_scales = _crop_scales(models.get("detector.onnx", {}), DETECTOR_SCALES)
     return f"""# drafts-ops neural models
 
 Two small networks in the style of DRAFTS (Zhang et al. 2024), trained with PyTorch on
@@ -166,7 +181,7 @@ and automatic channel masking) before dedispersion or cutting out.
   production operator, its normalisation, masking and clipping), each column's DM axis
   pooled to 64 rows as inference pools it; one crop with each burst at a random place and
   half as many random crops (bow-tie sidelobes, RFI, masked-channel residues, noise), each
-  averaged in time by a factor drawn from those inference runs at ({scales}).
+  averaged in time by a factor drawn from {crop_scales}.
   {DETECTOR_SURVEY_SHARE:.0%} of every batch is of kind (2). Random 128-column crops;
   CenterNet focal loss on Gaussian heatmaps (sigma 1 cell) + L1 offset loss.
 * classifier (`drafts_ops/ml/harvest.py`, not the 64-channel blocks above): {clf_pool}
@@ -195,8 +210,8 @@ thread; other jobs sometimes running beside it); CPU is the process's total CPU 
 run that read its survey-band images from `--pool-cache`: harvesting them (simulating and
 searching the six seeds' observations) takes about 20 minutes more on 2 cores.
 
-The detector runs at time-averaging factors 1, 2 and 4 and merges peaks within 2 DM rows
-and 8 coarse columns (`Detector.detect(..., scales=(1, 2, 4))`); the tables below use
+The detector runs at time-averaging factors {scales} and merges peaks within 2 DM rows
+and 8 coarse columns (`Detector.detect(..., scales=DETECTOR_SCALES)`); the tables below use
 that default. They count every heatmap peak above the threshold: the search also drops a
 peak whose boxcar S/N within the detector's precision is below `ml_min_snr` (6 by
 default), which removes most of the false positives counted here (see the end-to-end

@@ -177,6 +177,7 @@ def train_detector(
         DETECTOR_HARVEST_SEEDS,
         harvest_detector_images,
     )
+    from drafts_ops.ml.inference import DETECTOR_SCALES
     from drafts_ops.ml.models import DetectorNet
 
     torch, dev = _setup(seed, device)
@@ -235,6 +236,7 @@ def train_detector(
         t_train=t_train,
         loss=loss_avg,
         log=log,
+        time_scales=list(DETECTOR_SCALES),  # the crops' time averaging, for the card
     )
 
 
@@ -358,7 +360,10 @@ def _save_examples(examples: tuple[np.ndarray, np.ndarray, np.ndarray], path: Pa
         np.savez(fh, freq_time=ft, dm_time=dt, labels=labels)
 
 
-def _finish(kind, path, *, pool_size, net, steps, seed, t_data, t_train, loss, log) -> TrainResult:
+def _finish(
+    kind, path, *, pool_size, net, steps, seed, t_data, t_train, loss, log, **recorded
+) -> TrainResult:
+    """Write the manifest entry (``recorded``: more fields of it) and report."""
     from drafts_ops.ml.harvest import band_decimation
     from drafts_ops.ml.manifest import update_manifest
 
@@ -376,6 +381,7 @@ def _finish(kind, path, *, pool_size, net, steps, seed, t_data, t_train, loss, l
         torch=torch.__version__,
         opset=OPSET,
         band_decimation=band_decimation(),  # the model card says what a model saw
+        **recorded,
     )
     size = path.stat().st_size
     log(f"{kind}: wrote {path} ({size / 1024:.0f} kB), training {t_train:.0f} s")
