@@ -125,7 +125,8 @@ class SearchConfig:
         minute before the classifier).
     ml_min_snr : float
         Neural-detector peaks whose best boxcar S/N (within the detector's precision: one
-        pooled DM row and 8 samples) is below this are dropped.
+        pooled DM row and two columns of its coarsest time scale: 32 samples) is below
+        this are dropped.
     classify : bool
         Score every candidate (of any detector) with the shipped classifier; the
         probability is written beside it (``classifier_prob``).

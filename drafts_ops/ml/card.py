@@ -208,7 +208,8 @@ Data and training seconds are wall-clock on the project's shared 2-core CPU (one
 thread; other jobs sometimes running beside it); CPU is the process's total CPU time
 (user + system), data generation included. The detector's data seconds are those of a
 run that read its survey-band images from `--pool-cache`: harvesting them (simulating and
-searching the six seeds' observations) takes about 20 minutes more on 2 cores.
+searching the six seeds' observations) takes about 23 minutes more on 2 cores (FAST raw
+searched at x8 t x2 f; 20 at x8 x8).
 
 The detector runs at time-averaging factors {scales} and merges peaks within 2 DM rows
 and 8 coarse columns (`Detector.detect(..., scales=DETECTOR_SCALES)`); the tables below use
