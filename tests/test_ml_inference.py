@@ -95,7 +95,9 @@ def test_detector_finds_a_burst_smeared_over_many_samples(detector, seed):
         rng, n_bursts=1, rfi=(), columns=512, snr=15.0, width_s=2e-3, scattering_s=0.0
     )
     burst, stretch = block.bursts[0], 16
-    best = detector.detect(np.repeat(block.dm_time, stretch, axis=1), threshold=0.3)[0]
+    peaks = detector.detect(np.repeat(block.dm_time, stretch, axis=1), threshold=0.3)
+    assert peaks, "no detection of a burst 16x wider in samples"
+    best = peaks[0]
     assert abs(best.dm_index - data.dm_index(block.dms, burst.dm)) <= 3
     assert abs(best.sample / stretch - block.sample(burst)) <= 4
 
