@@ -102,6 +102,18 @@ def test_detector_finds_a_burst_smeared_over_many_samples(detector, seed):
     assert abs(best.sample / stretch - block.sample(burst)) <= 4
 
 
+def test_detector_merges_peaks_by_the_coarser_of_their_scales(detector, monkeypatch):
+    # two bursts 40 samples apart found at x1 and x2, and one blob between them at x16
+    found = {1: [(100.0, 0.9)], 2: [(140.0, 0.8)], 16: [(120.0, 0.7)]}
+
+    def passes(dm_time, threshold, factor):
+        return [inference.DetectorPeak(10.0, t, score) for t, score in found.get(factor, [])]
+
+    monkeypatch.setattr(detector, "_detect_scale", passes)
+    peaks = detector.detect(np.zeros((64, 2048), np.float32), scales=(1, 2, 16))
+    assert [(p.sample, p.factor) for p in peaks] == [(100.0, 1), (140.0, 2)]
+
+
 def test_classifier_on_real_pulse_in_28fil(classifier, real_data):
     from drafts_ops.detect.cutouts import cutout_span, dm_time_cutout, freq_time_cutout
     from drafts_ops.detect.preprocess import auto_mask

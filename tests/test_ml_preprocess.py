@@ -140,8 +140,19 @@ def test_suppress_duplicates_keeps_strongest_per_neighbourhood():
         DetectorPeak(10.5, 300.0, 0.4),  # far in time: kept
         DetectorPeak(40.0, 101.0, 0.5),  # far in DM: kept
     ]
-    kept = suppress_duplicates(peaks, radius_dm=2.0, radius_samples=8.0)
+    kept = suppress_duplicates(peaks, radius_dm=2.0, radius_columns=8.0)
     assert [p.score for p in kept] == [0.9, 0.5, 0.4]
+
+
+def test_close_bursts_stay_apart_at_the_scale_that_resolves_them():
+    # two bursts 40 samples apart, each found at x1; a x16 pass sees one blob between them
+    from drafts_ops.ml.inference import DetectorPeak, suppress_duplicates
+
+    first, second = DetectorPeak(10.0, 100.0, 0.9, 1), DetectorPeak(10.0, 140.0, 0.8, 1)
+    blob = DetectorPeak(10.0, 120.0, 0.7, 16)
+    kept = suppress_duplicates([first, second, blob], radius_dm=2.0, radius_columns=8.0)
+    assert kept == [first, second]  # the blob is within 8 x16 columns of both
+    assert suppress_duplicates([blob, second], 2.0, 8.0) == [second]
 
 
 @pytest.mark.parametrize("ndm", [40, 64, 1279])

@@ -212,7 +212,8 @@ searching the six seeds' observations) takes about 23 minutes more on 2 cores (F
 searched at x8 t x2 f; 20 at x8 x8).
 
 The detector runs at time-averaging factors {scales} and merges peaks within 2 DM rows
-and 8 coarse columns (`Detector.detect(..., scales=DETECTOR_SCALES)`); the tables below use
+and 8 columns of the coarser of two peaks' scales (`Detector.detect(..., scales=DETECTOR_SCALES)`,
+`MERGE_COLUMNS`); the tables below use
 that default. They count every heatmap peak above the threshold: the search also drops a
 peak whose boxcar S/N within the detector's precision is below `ml_min_snr` (6 by
 default), which removes most of the false positives counted here (see the end-to-end

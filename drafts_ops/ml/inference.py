@@ -31,6 +31,9 @@ TILE_OVERLAP = 512
 #: scales to x4 (0.8 ms columns) held-out recall fell with DM there (1.00 below DM 1000,
 #: 0.71 at DM 2500-3000).
 DETECTOR_SCALES: tuple[int, ...] = (1, 2, 4, 8, 16)
+#: Peaks closer than 2 pooled rows and this many columns of the coarser of their two scales
+#: are one detection.
+MERGE_COLUMNS = 8
 
 
 @dataclass(frozen=True)
@@ -45,11 +48,14 @@ class DetectorPeak:
         Fractional column (time sample, arrival at the top of the band) of the centre.
     score : float
         Heatmap value at the peak, 0..1.
+    factor : int
+        Samples per network column of the pass that found it (its time scale).
     """
 
     dm_index: float
     sample: float
     score: float
+    factor: int = 1
 
 
 def _session(path: Path):
@@ -174,8 +180,9 @@ class Detector:
         scales : tuple of int
             Run the network at each of these extra time-averaging factors (times
             ``time_factor``) and merge the peaks: wide or scattered bursts stand out better
-            when averaged. Peaks closer than 2 detector rows in DM and 8 columns of the
-            coarsest scale in time are merged (the highest score is kept).
+            when averaged. Peaks closer than 2 detector rows in DM and
+            :data:`MERGE_COLUMNS` columns of the coarser of their two scales in time are
+            merged (the highest score is kept).
 
         Returns
         -------
@@ -191,13 +198,12 @@ class Detector:
         # (pooling rows commutes with taking columns and with averaging them in time).
         rows = pp.resample_axis(dm_time, pp.DETECTOR_ROWS, 0, "max") if ndm >= 2 else dm_time
         found = [
-            DetectorPeak(self._rows_to_dm(peak.dm_index, ndm), peak.sample, peak.score)
-            for scale in scales
-            for peak in self._detect_scale(rows, threshold, time_factor * scale)
+            DetectorPeak(self._rows_to_dm(peak.dm_index, ndm), peak.sample, peak.score, factor)
+            for factor in (time_factor * scale for scale in scales)
+            for peak in self._detect_scale(rows, threshold, factor)
         ]
-        radius_t = 8 * time_factor * max(scales)
         radius_dm = 2 * max(ndm / pp.DETECTOR_ROWS, 1.0)
-        return suppress_duplicates(found, radius_dm, radius_t)[:max_peaks]
+        return suppress_duplicates(found, radius_dm, MERGE_COLUMNS)[:max_peaks]
 
     @staticmethod
     def position_uncertainty(
@@ -252,14 +258,16 @@ class Detector:
 
 
 def suppress_duplicates(
-    peaks: list[DetectorPeak], radius_dm: float, radius_samples: float
+    peaks: list[DetectorPeak], radius_dm: float, radius_columns: float
 ) -> list[DetectorPeak]:
-    """Peaks sorted by score, dropping any within both radii of a higher-scoring one."""
+    """Peaks sorted by score, dropping any within ``radius_dm`` trials and ``radius_columns``
+    columns of the coarser of the two peaks' scales of a higher-scoring one (two bursts
+    tens of samples apart stay apart at the fine scales that resolve them)."""
     kept: list[DetectorPeak] = []
     for peak in sorted(peaks, key=lambda p: -p.score):
         if all(
             abs(peak.dm_index - k.dm_index) > radius_dm
-            or abs(peak.sample - k.sample) > radius_samples
+            or abs(peak.sample - k.sample) > radius_columns * max(peak.factor, k.factor)
             for k in kept
         ):
             kept.append(peak)
