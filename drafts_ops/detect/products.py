@@ -14,7 +14,6 @@ keeps (:mod:`drafts_ops.detect.cutouts`).
 
 from __future__ import annotations
 
-import mmap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +35,7 @@ from drafts_ops.detect.preprocess import (
     robust_location_scale,
     static_mask,
 )
+from drafts_ops.io.reader import advise_mapping
 
 if TYPE_CHECKING:
     from drafts_ops.io.reader import ObservationReader
@@ -81,9 +81,7 @@ class SearchedSamples:
         window read stay resident until then, so a search's memory would grow with its
         candidates (FAST raw x8 t x2 f, 120 s, 23 candidates: 1206 -> 1960 MiB)."""
         for _, array in self.parts:
-            mapping = getattr(array, "_mmap", None)
-            if mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
-                mapping.madvise(mmap.MADV_DONTNEED)
+            advise_mapping(array, "MADV_DONTNEED")
 
     def read(self, start: int, stop: int) -> np.ndarray:
         """Samples ``[start, stop)`` as float32 ``[nchan, n]`` (clipped to what exists): a

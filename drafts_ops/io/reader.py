@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,23 @@ import numpy as np
 from drafts_ops.errors import ObservationError, ParameterError
 from drafts_ops.io import bits
 from drafts_ops.io.header import Header
+
+
+def advise_mapping(
+    array: np.ndarray, advice: str, offset: int = 0, length: int | None = None
+) -> None:
+    """``madvise`` the memory map behind a numpy memmap ``array`` (``advice`` names an
+    ``mmap.MADV_*`` flag; byte range ``offset``.. ``offset + length`` of the map, to its
+    end when ``length`` is None); nothing where the array is not mapped or the platform
+    lacks the advice."""
+    mapping = getattr(array, "_mmap", None)
+    flag = getattr(mmap, advice, None)
+    if mapping is None or flag is None or not hasattr(mapping, "madvise"):
+        return
+    if length is None:
+        mapping.madvise(flag, offset)
+    else:
+        mapping.madvise(flag, offset, length)
 
 
 class ObservationReader(ABC):

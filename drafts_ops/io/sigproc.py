@@ -22,6 +22,7 @@ from drafts_ops.io import bits
 from drafts_ops.io.header import HEADER_KEYWORDS, KEYWORDS_BY_NAME, Header
 from drafts_ops.io.reader import (
     ObservationReader,
+    advise_mapping,
     checked_header,
     spectra_for_writing,
     transposed,
@@ -177,14 +178,14 @@ class SigprocReader(ObservationReader):
     def prefetch(self, start: int, nsamp: int) -> None:
         """Ask the kernel to read samples ``[start, start + nsamp)`` ahead (madvise)."""
         a, b = self._map_range(start, start + nsamp)
-        if b > a and hasattr(mmap, "MADV_WILLNEED"):
-            self._madvise(mmap.MADV_WILLNEED, a, b - a)
+        if b > a:
+            advise_mapping(self._raw, "MADV_WILLNEED", a, b - a)
 
     def release(self, stop: int) -> None:
         """Drop the mapped pages of samples before ``stop`` from this process (madvise)."""
         _, end = self._map_range(0, stop)
-        if end > 0 and hasattr(mmap, "MADV_DONTNEED"):
-            self._madvise(mmap.MADV_DONTNEED, 0, end)
+        if end > 0:
+            advise_mapping(self._raw, "MADV_DONTNEED", 0, end)
 
     def _map_range(self, start: int, stop: int) -> tuple[int, int]:
         """Page-aligned byte range of the memory map holding samples ``[start, stop)``
@@ -194,11 +195,6 @@ class SigprocReader(ObservationReader):
         a = lead + min(max(start, 0), n) * self.spectrum_bytes
         b = lead + min(max(stop, 0), n) * self.spectrum_bytes
         return a - a % mmap.PAGESIZE, b - b % mmap.PAGESIZE
-
-    def _madvise(self, advice: int, offset: int, length: int) -> None:
-        mm = getattr(self._raw, "_mmap", None)
-        if mm is not None and hasattr(mm, "madvise"):
-            mm.madvise(advice, offset, length)
 
     def close(self) -> None:
         """Drop the memory map (blocks already returned stay valid: they are copies)."""
