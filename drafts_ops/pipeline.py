@@ -225,6 +225,11 @@ class SearchConfig:
         """Whether the search averages samples or channels before searching."""
         return self.time_decimation > 1 or self.freq_decimation > 1
 
+    @property
+    def decimation_factor(self) -> int:
+        """Raw samples averaged into each searched sample (time x frequency)."""
+        return self.time_decimation * self.freq_decimation
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -592,19 +597,17 @@ def search_segment(
     buffers = BlockBuffers(on_dm_time=on_dm_time)
     parts = []
     cfg = plan.config
-    from drafts_ops.detect.products import SearchedSamples
-
     with open_observation(plan.source) as reader:
-        for i in indices:
+        kept = DecimatedReader(reader, plan, Path(work_dir)) if cfg.decimates else None
+        for k, i in enumerate(indices):
             block = plan.blocks[i]
-            # decimated averages are read into the block's float32 buffer and normalised
-            # there (search_block): one float32 copy of the block, not two
-            shape = (plan.header.nchans, block.read_len)
-            into = buffers.get("prepared", shape, np.float32) if cfg.decimates else None
-            data = read_searched(reader, plan, block.read_start, block.read_stop, out=into)
-            if cfg.decimates:  # a decimating search keeps its samples for the cutouts
-                own = slice(block.start - block.read_start, block.stop - block.read_start)
-                SearchedSamples.save(Path(work_dir), block.index, data[:, own])
+            if kept is None:
+                data = into = read_searched(reader, plan, block.read_start, block.read_stop)
+            else:  # averages read into the block's float32 buffer and normalised there
+                # (search_block): one float32 copy of the block, not two
+                into = buffers.get("prepared", (plan.header.nchans, block.read_len), np.float32)
+                last = k + 1 == len(indices)
+                data = kept.read(block, into, keep_stop=block.stop if last else block.read_stop)
             parts.append(search_block(data, plan, block, dm_plan, buffers))
             # a block of another length gets a new buffer: the old one must not outlive it
             # (the first block is shorter by its padding: +90 MiB peak at FAST raw x8 x8)
@@ -733,6 +736,50 @@ def _boxcar_search(
 SEARCH_NOISE_POINTS = 1024
 #: Raw samples read (and decimated) at a time when a search averages samples or channels.
 DECIMATION_CHUNK_BYTES = 64 * 1024**2
+
+
+class DecimatedReader:
+    """Reads a decimating pass's blocks and keeps their searched samples.
+
+    Each block's averages go into its normalisation buffer. The samples a block shares
+    with the one before it (boxcar padding plus the largest delay: about half of what a
+    FAST raw block reads) come from the samples the previous block kept, not from the
+    file again, bit for bit (:meth:`SearchedSamples.save` keeps them exactly). The new
+    samples are kept, for the next block and for the cutouts, in files named by their
+    first sample (``work/searched_<sample>.npy``).
+    """
+
+    def __init__(self, reader, plan: SearchPlan, work_dir: Path) -> None:
+        self.reader, self.plan, self.work_dir = reader, plan, work_dir
+        self.factor = plan.config.decimation_factor
+        #: ``(first sample, stop, path)`` of the files this pass kept, in order.
+        self.files: list[tuple[int, int, Path]] = []
+
+    @property
+    def kept_until(self) -> int | None:
+        """Samples before this are kept (``None`` before the first block)."""
+        return self.files[-1][1] if self.files else None
+
+    def read(self, block: BlockRange, out: np.ndarray, *, keep_stop: int) -> np.ndarray:
+        """Samples ``[block.read_start, block.read_stop)`` (float32, a view of ``out``;
+        shorter at the end of the file); keeps those from the kept samples' end (the
+        block's start for the first block) to ``keep_stop``."""
+        from drafts_ops.detect.products import SearchedSamples
+
+        start, stop = block.read_start, block.read_stop
+        head = start if self.kept_until is None else min(max(self.kept_until, start), stop)
+        if head > start:
+            parts = [(a, path) for a, b, path in self.files if b > start and a < head]
+            SearchedSamples(parts, self.factor).read_averages_into(start, head, out)
+        rest = read_searched(self.reader, self.plan, head, stop, out=out[:, head - start :])
+        data = out[:, : head - start + rest.shape[1]]
+        first = block.start if self.kept_until is None else self.kept_until
+        stop = min(keep_stop, start + data.shape[1])
+        if stop > first:
+            part = data[:, first - start : stop - start]
+            path = self.work_dir / f"searched_{first:012d}.npy"
+            self.files.append((first, stop, SearchedSamples.save(path, part, self.factor)))
+        return data
 
 
 def read_searched(

@@ -128,11 +128,14 @@ def test_plan_notes_channel_smearing_of_frequency_decimation(tmp_path):
     assert native.notes == ()
 
 
-def test_a_decimating_search_keeps_each_blocks_samples_in_a_file_of_its_own(observation,
-                                                                           tmp_path):  # fmt: skip
+def test_a_decimating_search_keeps_each_sample_once_in_a_file_per_block(observation,
+                                                                       tmp_path):  # fmt: skip
     """The searched samples kept for the cutouts go to one written file per block, not a
     mapped file of the whole search whose pages stay resident (memory grew with the file);
-    read back across a block boundary they equal the decimated data."""
+    together they hold each sample once, from the first block's start on (the overlap a
+    block shares with the next is kept by the first); read back across a file boundary
+    they are the decimated data's exact uint16 sums (8-bit data: half the bytes of
+    float32)."""
     from drafts_ops.detect.products import SearchedSamples
     from drafts_ops.io import open_observation
 
@@ -141,13 +144,58 @@ def test_a_decimating_search_keeps_each_blocks_samples_in_a_file_of_its_own(obse
     plan = pipeline.plan_search(observation, cfg)
     assert len(plan.blocks) > 3
     pipeline.search_segment(range(len(plan.blocks)), observation, plan, tmp_path)
-    kept = sorted(p.name for p in tmp_path.glob("searched_*.npy"))
-    assert kept == [f"searched_{b.index:05d}.npy" for b in plan.blocks]
-    boundary = plan.blocks[1].start
+    files = sorted(tmp_path.glob("searched_*.npy"))
+    firsts = [int(p.stem.split("_")[1]) for p in files]
+    lengths = [np.load(p, mmap_mode="r").shape[1] for p in files]
+    assert 1 < len(files) <= len(plan.blocks)
+    assert firsts[0] == plan.blocks[0].start
+    assert [a + n for a, n in zip(firsts, lengths, strict=True)][:-1] == firsts[1:]  # once
+    assert firsts[-1] + lengths[-1] == plan.blocks[-1].stop
+    assert firsts[1] == plan.blocks[0].read_stop  # the first block kept its overlap too
+    boundary = firsts[1]
     with open_observation(observation) as reader:
         expected = pipeline.read_searched(reader, plan, boundary - 50, boundary + 50)
     got = SearchedSamples.find(tmp_path, plan).read(boundary - 50, boundary + 50)
-    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert got.dtype == np.uint16
+    np.testing.assert_array_equal(got * np.float32(1 / 4), expected)
+
+
+def test_a_decimating_search_reads_each_raw_sample_once(observation, tmp_path, monkeypatch):
+    """Each block takes the samples it shares with the previous block from what that
+    block kept, not from the file again: the file is read (and decimated) once."""
+    cfg = pipeline.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
+                                block_size=1024)  # fmt: skip
+    plan = pipeline.plan_search(observation, cfg)
+    spans = []
+    real = pipeline.read_searched
+
+    def recording(reader, plan, start, stop, **kwargs):
+        spans.append((start, stop))
+        return real(reader, plan, start, stop, **kwargs)
+
+    monkeypatch.setattr(pipeline, "read_searched", recording)
+    pipeline.search_segment(range(len(plan.blocks)), observation, plan, tmp_path)
+    assert len(spans) == len(plan.blocks)
+    read = sum(b - a for a, b in spans)
+    assert read == plan.blocks[-1].read_stop - plan.blocks[0].read_start
+    assert sum(b.read_stop - b.read_start for b in plan.blocks) > read  # the overlaps
+
+
+def test_kept_averages_that_are_not_sums_of_integers_stay_float32(tmp_path):
+    """Averages of calibrated (float) data are kept as float32; a span across blocks kept
+    both ways reads back as the averages."""
+    from drafts_ops.detect.products import SearchedSamples
+
+    rng = np.random.default_rng(1)
+    sums = rng.integers(0, 255 * 4, (8, 100)).astype(np.float32)
+    integral = SearchedSamples.save(tmp_path / "a.npy", sums / 4, factor=4)
+    calibrated = SearchedSamples.save(tmp_path / "b.npy", sums / 4 + np.float32(0.01), factor=4)
+    assert np.load(integral).dtype == np.uint16
+    assert np.load(calibrated).dtype == np.float32
+    kept = SearchedSamples([(0, integral), (100, calibrated)], factor=4)
+    got = kept.read(50, 150)
+    np.testing.assert_array_equal(got[:, :50], sums[:, 50:] / 4)
+    np.testing.assert_allclose(got[:, 50:], sums[:, :50] / 4 + 0.01, rtol=1e-6)
 
 
 def test_decimated_blocks_are_normalised_where_they_were_read(observation, tmp_path,
@@ -200,7 +248,7 @@ def test_kept_samples_pages_are_dropped_after_a_window(tmp_path):
     cutouts stage does not grow with the number of candidates."""
     from drafts_ops.detect.products import SearchedSamples
 
-    path = SearchedSamples.save(tmp_path, 0, np.ones((64, 100_000), np.float32))
+    path = SearchedSamples.save(tmp_path / "kept.npy", np.ones((64, 100_000), np.float32))
     kept = SearchedSamples([(0, path)])
     assert float(kept.read(0, 100_000).sum()) == 64 * 100_000  # touches every page
     assert _mapped_rss_kib(path) > 20_000

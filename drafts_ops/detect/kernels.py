@@ -341,6 +341,28 @@ def decimate_spectra_into(spectra, tfac, ffac, out):  # pragma: no cover - compi
                 out[c, t] = s * inv
 
 
+@nb.njit(parallel=True, cache=True)
+def averages_to_sums_into(averages, factor, out):  # pragma: no cover - compiled
+    """``out[c, t]`` = ``averages[c, t] * factor`` rounded (uint16): the integer sums of
+    integer samples that :func:`decimate_spectra_into` averaged over ``factor``. Returns
+    whether every average is exactly such a sum times ``1 / factor`` (float32, as that
+    kernel computes it), i.e. whether the sums give back the averages bit for bit."""
+    scale = np.float32(factor)
+    inv = np.float32(1.0 / factor)
+    exact = np.ones(averages.shape[0], np.bool_)
+    for c in nb.prange(averages.shape[0]):
+        for t in range(averages.shape[1]):
+            x = averages[c, t] * scale
+            if not (x >= 0.0 and x <= 65535.0):  # NaN fails too
+                exact[c] = False
+                continue
+            s = np.uint16(x + np.float32(0.5))
+            out[c, t] = s
+            if np.float32(s) * inv != averages[c, t]:
+                exact[c] = False
+    return exact.all()
+
+
 @nb.njit(parallel=True, fastmath=True, cache=True)
 def search_rows(dmt, valid, widths, window, max_points, snr, width_index):  # noqa: PLR0917
     """Baseline, noise and boxcar search of every DM row, fused (Heimdall's stages).

@@ -28,6 +28,7 @@ from drafts_ops.detect.cutouts import (
     freq_time_cutout,
     time_decimation_factor,
 )
+from drafts_ops.detect.kernels import averages_to_sums_into
 from drafts_ops.detect.preprocess import (
     MAD_TO_STD,
     auto_mask,
@@ -35,6 +36,7 @@ from drafts_ops.detect.preprocess import (
     robust_location_scale,
     static_mask,
 )
+from drafts_ops.errors import ParameterError
 from drafts_ops.io.reader import advise_mapping
 
 if TYPE_CHECKING:
@@ -49,31 +51,46 @@ SEARCHED_PATTERN = "searched_*.npy"
 class SearchedSamples:
     """The searched (decimated) samples a decimating search kept, for its cutouts.
 
-    Each block's own samples go to ``work/searched_<block>.npy`` (float32
-    ``[nchan, n]``); this reads any span back as ``[nchan, n]`` float32, across blocks
-    and files. A 4096-channel 8-bit file searched at x8 x2 keeps 1/4 of its volume (1/16
-    of the samples at 4 bytes each).
+    A decimating pass keeps each sample its blocks read once, from its first block's
+    start on, in files named by their first sample (``work/searched_<sample>.npy``,
+    ``[nchan, n]``: uint16 sums of 8-bit data, else float32 averages;
+    :class:`~drafts_ops.pipeline.DecimatedReader`); this reads any span back as ``[nchan,
+    n]``, across files. A 4096-channel 8-bit file searched at x8 x2 keeps 1/8 of its
+    volume (1/16 of the samples at 2 bytes each).
     """
 
-    def __init__(self, files: list[tuple[int, Path]]) -> None:
+    def __init__(self, files: list[tuple[int, Path]], factor: int = 1) -> None:
         self.parts = sorted((start, np.load(path, mmap_mode="r")) for start, path in files)
+        #: Raw samples averaged per searched sample (the uint16 parts hold their sums).
+        self.factor = int(factor)
 
     @classmethod
     def find(cls, work_dir: Path, plan: SearchPlan) -> SearchedSamples | None:
-        files = []
-        for path in sorted(Path(work_dir).glob(SEARCHED_PATTERN)):  # named by block
-            files.append((plan.blocks[int(path.stem.split("_")[1])].start, path))
-        return cls(files) if files else None
+        """The samples a decimating search of ``plan`` kept in ``work_dir`` (or ``None``)."""
+        files = [(int(path.stem.split("_")[1]), path)  # named by their first sample
+                 for path in Path(work_dir).glob(SEARCHED_PATTERN)]  # fmt: skip
+        return cls(files, plan.config.decimation_factor) if files else None
 
     @staticmethod
-    def save(work_dir: Path, index: int, samples: np.ndarray) -> Path:
-        """Write block ``index``'s own searched samples ``[nchan, n]`` (float32) to their
-        own file: written, not mapped, so that the process's memory does not grow with
-        the file (a mapped file of the whole search kept every block's pages resident:
-        +57 MiB per FAST raw block at x8 t x2 f)."""
-        path = Path(work_dir) / f"searched_{index:05d}.npy"
+    def save(path: Path, samples: np.ndarray, factor: int = 1) -> Path:
+        """Write searched samples ``[nchan, n]`` (float32 averages of ``factor`` raw
+        samples) to ``path`` (a ``.npy`` file of their own): written, not mapped, so that
+        the process's memory does not grow with the file (a mapped file of the whole search
+        kept every block's pages resident: +57 MiB per FAST raw block at x8 t x2 f).
+
+        Averages of integer samples (8-bit data) are kept as their uint16 sums, which give
+        them back exactly: half the bytes to write (FAST raw x8 t x2 f keeps 1/8 of the
+        file's volume instead of 1/4). Other data keep their float32 averages.
+        """
+        path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.save(path, np.ascontiguousarray(samples, dtype=np.float32))
+        samples = np.asarray(samples, dtype=np.float32)
+        if factor > 1 and samples.size:
+            sums = np.empty(samples.shape, np.uint16)
+            if averages_to_sums_into(samples, factor, sums):
+                np.save(path, sums)
+                return path
+        np.save(path, np.ascontiguousarray(samples))
         return path
 
     def release(self) -> None:
@@ -83,19 +100,38 @@ class SearchedSamples:
         for _, array in self.parts:
             advise_mapping(array, "MADV_DONTNEED")
 
+    def read_averages_into(self, start: int, stop: int, out: np.ndarray) -> None:
+        """The averages of samples ``[start, stop)``, exactly as they were kept, into
+        ``out[:, : stop - start]`` (float32); the pages read are released."""
+        part = self.read(start, stop)
+        if part.shape[1] != stop - start:
+            raise ParameterError(f"kept samples hold {part.shape[1]} of [{start}, {stop})")
+        if part.dtype == np.uint16:  # sums * (1 / factor): the float32 averages, bit for bit
+            np.multiply(part, np.float32(1.0 / self.factor), out=out[:, : stop - start])
+        else:
+            out[:, : stop - start] = part
+        self.release()
+
     def read(self, start: int, stop: int) -> np.ndarray:
-        """Samples ``[start, stop)`` as float32 ``[nchan, n]`` (clipped to what exists): a
-        read-only view of the mapped file where one part holds them all, else a copy."""
+        """Samples ``[start, stop)`` ``[nchan, n]`` as kept (uint16 sums or float32
+        averages, :meth:`save`: the cutouts normalise each channel, so the scale does not
+        matter), clipped to what exists: a read-only view of the mapped file where one part
+        holds them all, else a copy (float32 where the parts' dtypes differ)."""
         for first, array in self.parts:
             if first <= start and stop <= first + array.shape[1]:
                 return array[:, start - first : stop - first]
         nchan = self.parts[0][1].shape[0]
-        out = np.empty((nchan, max(stop - start, 0)), np.float32)
+        dtypes = {array.dtype for _, array in self.parts}
+        mixed = len(dtypes) > 1  # some blocks' averages were not sums: all as averages
+        out = np.empty((nchan, max(stop - start, 0)), np.float32 if mixed else dtypes.pop())
         filled = 0
         for first, array in self.parts:
             a, b = max(start, first), min(stop, first + array.shape[1])
             if b > a:
-                out[:, a - start : b - start] = array[:, a - first : b - first]
+                part = array[:, a - first : b - first]
+                if mixed and part.dtype == np.uint16:
+                    part = part * np.float32(1.0 / self.factor)
+                out[:, a - start : b - start] = part
                 filled = max(filled, b - start)
         return out[:, :filled]
 
