@@ -181,6 +181,26 @@ def test_a_decimating_search_reads_each_raw_sample_once(observation, tmp_path, m
     assert sum(b.read_stop - b.read_start for b in plan.blocks) > read  # the overlaps
 
 
+def test_decimating_segments_keep_each_sample_once_and_give_the_same_cutouts(observation,
+                                                                           tmp_path):  # fmt: skip
+    """Blocks searched in two passes (as Dask workers search them) keep the samples
+    contiguously between them, and the candidates and their cutouts equal one pass's."""
+    cfg = pipeline.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
+                                block_size=1024, classify=False)  # fmt: skip
+    one = pipeline.run_search(observation, tmp_path / "one", cfg, keep_intermediates=True)
+    two = pipeline.run_search(observation, tmp_path / "two", cfg, segments=2,
+                              keep_intermediates=True)  # fmt: skip
+    files = sorted((tmp_path / "two" / "work").glob("searched_*.npy"))
+    spans = [(int(p.stem.split("_")[1]), np.load(p, mmap_mode="r").shape[1]) for p in files]
+    assert [a + n for a, n in spans][:-1] == [a for a, _ in spans][1:]
+    assert spans[0][0] == two.plan.blocks[0].start
+    assert one.candidates and one.candidates == two.candidates
+    ft_one, dt_one = pipeline.load_cutouts(tmp_path / "one" / "work" / "cutouts.npz")
+    ft_two, dt_two = pipeline.load_cutouts(tmp_path / "two" / "work" / "cutouts.npz")
+    np.testing.assert_array_equal(ft_one, ft_two)
+    np.testing.assert_array_equal(dt_one, dt_two)
+
+
 def test_kept_averages_that_are_not_sums_of_integers_stay_float32(tmp_path):
     """Averages of calibrated (float) data are kept as float32; a span across blocks kept
     both ways reads back as the averages."""
