@@ -218,13 +218,29 @@ def test_kept_averages_that_are_not_sums_of_integers_stay_float32(tmp_path):
     np.testing.assert_allclose(got[:, 50:], sums[:, :50] / 4 + 0.01, rtol=1e-6)
 
 
-def test_decimated_blocks_are_normalised_where_they_were_read(observation, tmp_path,
+@pytest.fixture(scope="module")
+def float_observation(observation, tmp_path_factory):
+    """``observation`` as 32-bit float samples that are not integers (calibrated data)."""
+    from drafts_ops.io import open_observation
+
+    with open_observation(observation) as reader:
+        data = reader.read_all() * np.float32(0.37) + np.float32(0.011)
+    path = tmp_path_factory.mktemp("float") / "obs32.fil"
+    return write_sigproc(path, HEADER.replace(nbits=32), data)
+
+
+@pytest.mark.parametrize("source", ["observation", "float_observation"])
+def test_decimated_blocks_are_normalised_where_they_were_read(source, request, tmp_path,
                                                              monkeypatch):  # fmt: skip
     """A decimating search reads each block's float32 averages into its normalisation
     buffer and normalises them there (one float32 copy of the block, not two: longer
-    blocks in the same memory budget); its giants equal those of a separate copy."""
+    blocks in the same memory budget), the samples a block shares with the previous one
+    taken from what that block kept (uint16 sums of 8-bit data, float32 averages of float
+    data); its giants equal those of a separate read of every block."""
     from drafts_ops.detect.single_pulse import Giants
     from drafts_ops.io import open_observation
+
+    observation = request.getfixturevalue(source)
 
     cfg = pipeline.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
                                 block_size=1024)  # fmt: skip
@@ -241,6 +257,8 @@ def test_decimated_blocks_are_normalised_where_they_were_read(observation, tmp_p
     got = Giants.load(pipeline.search_segment(range(len(plan.blocks)), observation, plan,
                                               tmp_path))  # fmt: skip
     assert in_place and all(in_place)
+    kept = {np.load(p, mmap_mode="r").dtype for p in tmp_path.glob("searched_*.npy")}
+    assert kept == {np.dtype(np.uint16 if source == "observation" else np.float32)}
     with open_observation(observation) as reader:
         parts = [real(pipeline.read_searched(reader, plan, b.read_start, b.read_stop), plan, b,
                       dm_plan) for b in plan.blocks]  # fmt: skip
