@@ -117,3 +117,26 @@ def test_bad_input_raises():
         decimate_time(np.zeros((8, 10)), HEADER, 0)
     with pytest.raises(ParameterError):
         auto_mask(np.ones((4, 10)), stats=("nonsense",))
+
+
+@pytest.mark.parametrize("spread", [0.4, 3.0, 40.0, 3000.0, 30000.0])
+def test_uint16_median_and_mad_from_histograms_equal_the_selections(rng, spread, monkeypatch):
+    """uint16 data (the sums a decimating search keeps for its cutouts) take their
+    per-channel median and MAD from histograms: the same figures as selecting them,
+    for narrow, wide (the selection fallback) and constant channels, odd and even
+    counts, every stride."""
+    from drafts_ops.detect import preprocess
+    from drafts_ops.detect.kernels import channel_median_mad_int, channel_median_scale
+
+    data = np.clip(rng.normal(1600.0, spread, (9, 2049)), 0, 65535).astype(np.uint16)
+    data[0] = 77
+    for nvalid, points in ((2049, 4096), (2048, 4096), (2049, 100), (1000, 7)):
+        got = channel_median_mad_int(data, nvalid, points)
+        np.testing.assert_array_equal(got, channel_median_scale(data, nvalid, points, False))
+    assert got[0, 1] == 0.0  # the constant channel
+
+    def selection(*args):
+        raise AssertionError("uint16 data went to the selection kernel")
+
+    monkeypatch.setattr(preprocess, "channel_median_scale", selection)
+    np.testing.assert_array_equal(preprocess.channel_location_scale(data, 1000, "mad", 7), got)

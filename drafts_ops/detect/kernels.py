@@ -207,6 +207,85 @@ def channel_median_mad_u8(data, nvalid):  # pragma: no cover - compiled
 
 
 @nb.njit(parallel=True, cache=True)
+def channel_median_mad_int(data, nvalid, max_points):  # pragma: no cover - compiled
+    """:func:`channel_median_scale` (MAD) of integer ``data`` (uint16: the sums a
+    decimating search keeps), bit for bit, from a histogram of each channel's strided
+    samples instead of two selections: the same order statistics, no sorting. A channel
+    spread over more levels than 4 x its samples is selected as there."""
+    nchan = data.shape[0]
+    out = np.zeros((nchan, 2), np.float64)
+    step = max(1, nvalid // max(max_points, 1))
+    npts = (nvalid + step - 1) // step
+    for c in nb.prange(nchan):
+        if npts < 1:
+            continue
+        lo = hi = np.int64(data[c, 0])
+        for i in range(npts):
+            x = np.int64(data[c, i * step])
+            lo = min(lo, x)
+            hi = max(hi, x)
+        if hi - lo + 1 > 4 * npts:
+            v = np.empty(npts, np.float64)
+            for i in range(npts):
+                v[i] = float(data[c, i * step])
+            out[c, 0], out[c, 1] = _median_mad_sigma(v)
+            continue
+        counts = np.zeros(hi - lo + 1, np.int64)
+        for i in range(npts):
+            counts[np.int64(data[c, i * step]) - lo] += 1
+        med = _histogram_median(counts, npts) + lo
+        out[c, 0] = med
+        out[c, 1] = _MAD_TO_STD * _histogram_mad(counts, med - lo, npts)
+    return out
+
+
+@nb.njit(cache=True)
+def _histogram_median(counts, n):  # pragma: no cover - compiled
+    """Median of ``n`` samples histogrammed at levels ``0, 1, ...`` (as :func:`_median`:
+    the mean of the two middle order statistics when ``n`` is even)."""
+    upper_rank = n // 2
+    lower_rank = upper_rank if n % 2 else upper_rank - 1
+    lower = upper = -1.0
+    acc = 0
+    for level in range(counts.size):
+        acc += counts[level]
+        if lower < 0 and acc > lower_rank:
+            lower = float(level)
+        if acc > upper_rank:
+            upper = float(level)
+            break
+    return upper if n % 2 else 0.5 * (lower + upper)
+
+
+@nb.njit(cache=True)
+def _histogram_mad(counts, centre, n):  # pragma: no cover - compiled
+    """Median of ``|level - centre|`` over ``n`` histogrammed samples (as :func:`_median`
+    of the absolute deviations), walking the levels outwards from ``centre``."""
+    upper_rank = n // 2
+    lower_rank = upper_rank if n % 2 else upper_rank - 1
+    down = math.floor(centre)  # next level at or below the centre
+    up = down + 1  # next level above it
+    lower = upper = -1.0
+    acc = 0
+    while acc <= upper_rank:
+        dev_down = centre - down if down >= 0 else np.inf
+        dev_up = up - centre if up < counts.size else np.inf
+        if dev_down <= dev_up:
+            acc += counts[down]
+            dev = dev_down
+            down -= 1
+        else:
+            acc += counts[up]
+            dev = dev_up
+            up += 1
+        if lower < 0 and acc > lower_rank:
+            lower = dev
+        if acc > upper_rank:
+            upper = dev
+    return upper if n % 2 else 0.5 * (lower + upper)
+
+
+@nb.njit(parallel=True, cache=True)
 def channel_median_scale(data, nvalid, max_points, iqr):  # pragma: no cover - compiled
     """Per-channel median and robust sigma of ``data[:, :nvalid]`` from at most
     ``max_points`` evenly strided samples (MAD, or IQR when ``iqr``). ``float64 [nchan, 2]``.
@@ -227,13 +306,19 @@ def channel_median_scale(data, nvalid, max_points, iqr):  # pragma: no cover - c
             q3 = np.partition(v, int(0.75 * (npts - 1)))[int(0.75 * (npts - 1))]
             scale = (q3 - q1) / 1.3489795003921634
         else:
-            med = _median(v)
-            for i in range(npts):
-                v[i] = abs(v[i] - med)
-            scale = _MAD_TO_STD * _median(v)
+            med, scale = _median_mad_sigma(v)
         out[c, 0] = med
         out[c, 1] = scale
     return out
+
+
+@nb.njit(cache=True)
+def _median_mad_sigma(v):  # pragma: no cover - compiled
+    """Median and MAD-sigma of ``v`` (overwritten)."""
+    med = _median(v)
+    for i in range(v.size):
+        v[i] = abs(v[i] - med)
+    return med, _MAD_TO_STD * _median(v)
 
 
 @nb.njit(parallel=True, cache=True)

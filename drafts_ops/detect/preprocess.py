@@ -16,6 +16,7 @@ import numpy as np
 from drafts_ops.detect.kernels import (
     blank_samples,
     channel_mean_series,
+    channel_median_mad_int,
     channel_median_mad_u8,
     channel_median_scale,
     channel_moments,
@@ -376,10 +377,13 @@ def channel_location_scale(
     """Per-channel median and robust sigma ``float64 [nchan, 2]`` of ``data[:, :nvalid]``.
 
     8-bit data with ``method="mad"``: exact, from a histogram of every sample. Otherwise
-    from at most ``max_points`` evenly strided samples (MAD, or IQR).
+    from at most ``max_points`` evenly strided samples (MAD, or IQR; the MAD of uint16
+    data, such as the sums a decimating search keeps, from histograms: same figures).
     """
     if data.dtype == np.uint8 and method == "mad":
         return channel_median_mad_u8(data, int(nvalid))
+    if data.dtype == np.uint16 and method == "mad":  # same figures, from histograms
+        return channel_median_mad_int(data, int(nvalid), int(max_points))
     return channel_median_scale(data, int(nvalid), int(max_points), method == "iqr")
 
 
