@@ -201,6 +201,35 @@ def test_decimating_segments_keep_each_sample_once_and_give_the_same_cutouts(obs
     np.testing.assert_array_equal(dt_one, dt_two)
 
 
+def test_a_window_across_kept_files_copies_each_channel_only_as_far_as_its_cutouts_read(
+    tmp_path,
+):
+    """A candidate's window across two kept files is copied a chunk of channels at a time,
+    each only up to where its cutouts read (the high channels' delays are short); the
+    cutouts equal those of the whole window."""
+    from drafts_ops.detect.cutouts import channel_read_stops, cutout_pair
+    from drafts_ops.detect.products import READ_CHANNEL_CHUNK, SearchedSamples
+
+    rng = np.random.default_rng(2)
+    header = HEADER.replace(nchans=4 * READ_CHANNEL_CHUNK, foff=-2.0)
+    sums = rng.integers(300, 500, (header.nchans, 6000)).astype(np.float32)
+    first = SearchedSamples.save(tmp_path / "a.npy", sums[:, :3000] / 4, factor=4)
+    second = SearchedSamples.save(tmp_path / "b.npy", sums[:, 3000:] / 4, factor=4)
+    kept = SearchedSamples([(0, first), (3000, second)], factor=4)
+    freqs, dm, sample, width = header.chan_freqs, 300.0, 2800, 4
+    stops = channel_read_stops(freqs, header.tsamp, dm, sample, width)
+    lo, hi = 2800 - 256, int(stops.max())
+    ragged = kept.read(lo, hi, row_stops=stops)
+    whole = kept.read(lo, hi)
+    assert ragged.shape == whole.shape and hi > 3000
+    assert not ragged[0, -1] and whole[0, -1]  # the top channel stops early: not copied
+    np.testing.assert_array_equal(ragged[-1], whole[-1])  # the bottom one reads it all
+    for got, expected in zip(cutout_pair(ragged, freqs, header.tsamp, dm, sample - lo, width),
+                             cutout_pair(whole, freqs, header.tsamp, dm, sample - lo, width),
+                             strict=True):  # fmt: skip
+        np.testing.assert_array_equal(got, expected)
+
+
 def test_kept_averages_that_are_not_sums_of_integers_stay_float32(tmp_path):
     """Averages of calibrated (float) data are kept as float32; a span across blocks kept
     both ways reads back as the averages."""

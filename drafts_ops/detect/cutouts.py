@@ -70,6 +70,32 @@ def cutout_span(  # noqa: PLR0917 (FETCH-style positional signature)
     return start, start + nwin + max_delay
 
 
+def channel_read_stops(  # noqa: PLR0917 (FETCH-style positional signature)
+    freqs_mhz: np.ndarray,
+    tsamp: float,
+    dm: float,
+    sample: int,
+    width_samples: int,
+    size: int = CUTOUT_SIZE,
+) -> np.ndarray:
+    """Per channel, the sample (exclusive, int64 ``[nchan]``) up to which both cutouts of
+    a candidate read data that start at sample 0: its window plus its own delay at ``2 *
+    dm`` (rounded up to the time decimation), and at least the first
+    :data:`CUTOUT_STATS_SAMPLES` of the window (its statistics). Within
+    :func:`cutout_span`; the high channels need much less than the low ones."""
+    _check(freqs_mhz, tsamp, dm, width_samples, size)
+    factor, nwin, start = _frame(sample, width_samples, size)
+    delays = delay_table(np.array([2.0 * float(dm)]), np.asarray(freqs_mhz, np.float64), tsamp)
+    lengths = _read_lengths(delays[0], nwin, factor)
+    return np.maximum(start + lengths, max(start, 0) + CUTOUT_STATS_SAMPLES)
+
+
+def _read_lengths(max_delays: np.ndarray, nwin: int, factor: int) -> np.ndarray:
+    """Samples each channel's cutouts read from the window's start: the window plus the
+    channel's largest delay, rounded up to a multiple of ``factor`` (int64)."""
+    return -(-(nwin + max_delays.astype(np.int64)) // factor) * factor
+
+
 def freq_time_cutout(  # noqa: PLR0917
     data: np.ndarray,
     freqs_mhz: np.ndarray,
@@ -173,7 +199,7 @@ def _cutouts(  # noqa: PLR0917
     ft_delays = delay_table(np.array([float(dm)]), freqs, tsamp)[0]
     dm_rows = np.linspace(0.0, 2.0 * float(dm), ndm) if ndm else np.array([float(dm)])
     dt_delays = delay_table(dm_rows, freqs, tsamp)
-    lengths = -(-(nwin + dt_delays.max(axis=0).astype(np.int64)) // factor) * factor
+    lengths = _read_lengths(dt_delays.max(axis=0), nwin, factor)
     offset, weight = _channel_scaling(data, start, start + nwin + int(dt_delays.max()), chan_mask)
     lo = max(start, 0)
     piece = data[:, lo : max(min(start + int(lengths.max()), data.shape[1]), lo)]
