@@ -118,7 +118,7 @@ def storage_error(err: BaseException) -> str | None:
     """One line for a full, read-only or forbidden storage error (``None`` otherwise)."""
     if isinstance(err, OSError) and err.errno in STORAGE_ERRNOS:
         where = err.filename or "output"
-        return f"cannot write {where}: {os.strerror(err.errno)}"
+        return f"cannot write {where}: {err.strerror or os.strerror(err.errno)}"
     return None
 
 

@@ -230,6 +230,38 @@ def test_a_window_across_kept_files_copies_each_channel_only_as_far_as_its_cutou
         np.testing.assert_array_equal(got, expected)
 
 
+def test_a_decimating_search_that_would_fill_the_disk_stops_before_searching(
+    observation, tmp_path, monkeypatch
+):
+    """The samples a decimating search keeps must fit on the output's disk: if not, it
+    stops with a storage error (ENOSPC, naming the work directory and the figures, as the
+    CLI and a survey print it) before searching any block, not minutes later."""
+    import errno
+    import shutil
+
+    from drafts_ops.cli import storage_problem
+    from drafts_ops.detect.products import SearchedSamples
+    from drafts_ops.survey import storage_error
+
+    cfg = pipeline.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
+                                block_size=1024)  # fmt: skip
+    plan = pipeline.plan_search(observation, cfg)
+    need = SearchedSamples.disk_bytes(plan)
+    assert need == plan.header.nchans * (plan.blocks[-1].stop - plan.blocks[0].start) * 2
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=need - 1))
+    searched = _counting(monkeypatch, pipeline, "search_segment")
+    with pytest.raises(OSError) as raised:
+        pipeline.run_search(observation, tmp_path / "full", cfg)
+    err = raised.value
+    assert err.errno == errno.ENOSPC and err.filename == str(tmp_path / "full" / "work")
+    assert not searched
+    figures = f"the {need / 2**20:,.0f} MiB of searched samples this decimating search"
+    assert figures in storage_problem(err) and figures in storage_error(err)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=need))
+    assert pipeline.run_search(observation, tmp_path / "room", cfg).candidates
+
+
 def test_kept_averages_that_are_not_sums_of_integers_stay_float32(tmp_path):
     """Averages of calibrated (float) data are kept as float32; a span across blocks kept
     both ways reads back as the averages."""

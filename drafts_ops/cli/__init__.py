@@ -53,7 +53,7 @@ def storage_problem(err: OSError) -> str | None:
     if err.errno not in user:
         return None
     where = f"{err.filename}: " if err.filename else ""
-    return f"{where}{os.strerror(err.errno)}"
+    return f"{where}{err.strerror or os.strerror(err.errno)}"
 
 
 def option_problem(err: Exception) -> str | None:

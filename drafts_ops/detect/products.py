@@ -75,6 +75,17 @@ class SearchedSamples:
         return cls(files, plan.config.decimation_factor) if files else None
 
     @staticmethod
+    def disk_bytes(plan: SearchPlan) -> int:
+        """Bytes a search of ``plan`` keeps (0 without decimation): each searched sample
+        once, as uint16 sums of 8-bit data, else float32 (what :meth:`save` writes)."""
+        cfg = plan.config
+        if not cfg.decimates or not plan.blocks:
+            return 0
+        sums = plan.raw_header.nbits <= 8 and 255 * cfg.decimation_factor <= 65535
+        samples = plan.blocks[-1].stop - plan.blocks[0].start
+        return plan.header.nchans * samples * (2 if sums else 4)
+
+    @staticmethod
     def save(path: Path, samples: np.ndarray, factor: int = 1) -> Path:
         """Write searched samples ``[nchan, n]`` (float32 averages of ``factor`` raw
         samples) to ``path`` (a ``.npy`` file of their own): written, not mapped, so that
