@@ -140,3 +140,25 @@ def test_subband_scratch_stays_within_its_budget_when_a_tile_does_not_fit(monkey
     out = dedisperse(data, plan, algorithm="subband", pool=pool)
     assert pool.nbytes <= budget
     np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+
+def test_plan_rows_describe_their_trials():
+    """Each stage-1 row serves consecutive trials of one sub-band: its smallest offset and
+    offset spread are those of its trials, and ``max_error`` is the largest difference
+    between a trial's delays inside its sub-band and its row's nominal trial's."""
+    plan = band_plan(64, 300.0)
+    sub = build_subband_plan(plan.delays, plan.dms, plan.freqs, plan.tsamp, 8)
+    error = 0
+    for s in range(sub.nsub):
+        c0, c1 = sub.edges[s], sub.edges[s + 1]
+        rows = sub.row_map[:, s]
+        assert np.all(np.diff(rows) >= 0) and np.all(np.diff(np.unique(rows)) == 1)
+        assert np.all((sub.row_c0[rows] == c0) & (sub.row_c1[rows] == c1))
+        inner = plan.delays[:, c0:c1] - sub.offsets[:, s][:, None]
+        nominal = sub.row_trial[rows]
+        error = max(error, int(np.abs(inner - inner[nominal]).max()))
+        for r in np.unique(rows):
+            served = sub.offsets[rows == r, s]
+            assert sub.row_omin[r] == served.min()
+            assert sub.row_extra[r] == served.max() - served.min()
+    assert sub.max_error == error > 0

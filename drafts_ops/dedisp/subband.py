@@ -161,6 +161,29 @@ def _group_end(v, top, tol, rms_tol, limit, i):  # noqa: PLR0917  # pragma: no c
     return j, (i + j) // 2
 
 
+@njit(cache=True)
+def _groups(v, top, tol, rms_tol, limit, row_map, first_row):  # noqa: PLR0917  # pragma: no cover
+    """Split the trials of one sub-band into consecutive groups sharing a nominal trial
+    (:func:`_group_end`): ``[ngroup, 3]`` (nominal trial, smallest offset, offset span)
+    and the largest delay error; ``row_map[d]`` = ``first_row`` + the group of trial d."""
+    ndm = v.shape[0]
+    out = np.empty((ndm, 3), np.int64)
+    max_error = 0
+    n, i = 0, 0
+    while i < ndm:
+        j, m = _group_end(v, top, tol, rms_tol, limit, i)
+        omin, omax = top[i], top[i]
+        for d in range(i, j + 1):
+            row_map[d] = first_row + n
+            omin, omax = min(omin, top[d]), max(omax, top[d])
+            for c in range(v.shape[1]):
+                max_error = max(max_error, abs(v[d, c] - v[m, c]))
+        out[n, 0], out[n, 1], out[n, 2] = m, omin, omax - omin
+        n += 1
+        i = j + 1
+    return out[:n], max_error
+
+
 def build_subband_plan(
     delays: np.ndarray,
     dms: np.ndarray,
@@ -191,14 +214,9 @@ def build_subband_plan(
         rms_tol = np.maximum(RMS_MIN, width).astype(np.float64)
         v = np.ascontiguousarray(v)
         offsets[:, s] = top
-        i = 0
-        while i < ndm:
-            j, m = _group_end(v, top, tol, rms_tol, limit, i)
-            row_map[i : j + 1, s] = len(rows)
-            max_error = max(max_error, int(np.abs(v[i : j + 1] - v[m]).max()))
-            omin, omax = int(top[i : j + 1].min()), int(top[i : j + 1].max())
-            rows.append((m, c0, c1, ref, omin, omax - omin))
-            i = j + 1
+        groups, error = _groups(v, top, tol, rms_tol, limit, row_map[:, s], len(rows))
+        max_error = max(max_error, int(error))
+        rows += [(m, c0, c1, ref, omin, span) for m, omin, span in groups.tolist()]
     cols = np.array(rows, dtype=np.int64).T
     return SubbandPlan(edges, *cols, row_map=row_map, offsets=offsets, max_error=max_error)
 
