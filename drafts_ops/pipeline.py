@@ -647,7 +647,8 @@ def search_block(
     bad = prepare_block(data, nreal, prepared, method=cfg.norm_method, mask=mask,
                         auto=cfg.auto_mask, threshold=cfg.mask_threshold,
                         zero_dm=cfg.zero_dm, clip_sigma=cfg.clip_impulses,
-                        clip_pixels=cfg.clip_pixels)  # fmt: skip
+                        clip_pixels=cfg.clip_pixels,
+                        sums_of=cfg.decimation_factor if cfg.decimates else 0)  # fmt: skip
     if buffers.masked is None or buffers.masked.size != bad.size:
         buffers.masked, buffers.blocks = np.zeros(bad.size, np.int64), 0
     buffers.masked += bad

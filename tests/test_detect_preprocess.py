@@ -140,3 +140,28 @@ def test_uint16_median_and_mad_from_histograms_equal_the_selections(rng, spread,
 
     monkeypatch.setattr(preprocess, "channel_median_scale", selection)
     np.testing.assert_array_equal(preprocess.channel_location_scale(data, 1000, "mad", 7), got)
+
+
+def test_decimated_blocks_take_their_statistics_from_histograms(rng, monkeypatch):
+    """A decimating search's blocks (float32 averages of integer samples) are normalised
+    with the median and MAD of their integer levels' histograms: the same normalised data
+    as with the selections, bit for bit, for factors that are not powers of two too; data
+    that are not such averages fall back to the selections."""
+    from drafts_ops.detect import preprocess
+    from drafts_ops.detect.kernels import channel_median_mad_int, channel_median_scale
+
+    for factor in (16, 24, 3):
+        sums = np.clip(np.rint(rng.normal(100.0 * factor, 8.0 * factor, (16, 5000))), 0,
+                       255 * factor).astype(np.float32)  # fmt: skip
+        averages = sums * np.float32(1.0 / factor)
+        averages[3] += np.float32(0.013)  # not averages of integers: selected
+        for points in (4096, 7):
+            got = channel_median_mad_int(averages, 5000, points, factor)
+            np.testing.assert_array_equal(got, channel_median_scale(averages, 5000, points, False))
+        expected = np.empty_like(averages)
+        preprocess.prepare_block(averages, 5000, expected, auto=False)
+        with monkeypatch.context() as patch:
+            patch.setattr(preprocess, "channel_median_scale", None)  # must not be needed
+            got = np.empty_like(averages)
+            preprocess.prepare_block(averages, 5000, got, auto=False, sums_of=factor)
+        np.testing.assert_array_equal(got, expected)

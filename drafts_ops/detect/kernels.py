@@ -207,24 +207,31 @@ def channel_median_mad_u8(data, nvalid):  # pragma: no cover - compiled
 
 
 @nb.njit(parallel=True, cache=True)
-def channel_median_mad_int(data, nvalid, max_points):  # pragma: no cover - compiled
-    """:func:`channel_median_scale` (MAD) of integer ``data`` (uint16: the sums a
-    decimating search keeps), bit for bit, from a histogram of each channel's strided
-    samples instead of two selections: the same order statistics, no sorting. A channel
-    spread over more levels than 4 x its samples is selected as there."""
+def channel_median_mad_int(data, nvalid, max_points, factor=1):  # pragma: no cover - compiled
+    """:func:`channel_median_scale` (MAD), bit for bit, of integer ``data`` (uint16: the
+    sums a decimating search keeps) or of float32 averages of ``factor`` integer samples
+    (a decimating search's blocks: each ``sum * float32(1 / factor)``), from a histogram of
+    each channel's strided samples' integer levels instead of two selections: the same
+    order statistics, no sorting. A channel whose samples are not such levels, or spread
+    over more than 4x its samples' count of them, is selected as there."""
     nchan = data.shape[0]
     out = np.zeros((nchan, 2), np.float64)
     step = max(1, nvalid // max(max_points, 1))
     npts = (nvalid + step - 1) // step
+    scale = np.float32(factor)
+    inv = np.float32(1.0 / factor)
     for c in nb.prange(nchan):
         if npts < 1:
             continue
-        lo = hi = np.int64(data[c, 0])
+        lo, hi, exact = 65535, 0, True
         for i in range(npts):
-            x = np.int64(data[c, i * step])
-            lo = min(lo, x)
-            hi = max(hi, x)
-        if hi - lo + 1 > 4 * npts:
+            x = data[c, i * step]
+            level = _integer_level(x, scale, inv)
+            if level < 0:
+                exact = False
+                break
+            lo, hi = min(lo, level), max(hi, level)
+        if not exact or hi - lo + 1 > 4 * npts:
             v = np.empty(npts, np.float64)
             for i in range(npts):
                 v[i] = float(data[c, i * step])
@@ -232,44 +239,63 @@ def channel_median_mad_int(data, nvalid, max_points):  # pragma: no cover - comp
             continue
         counts = np.zeros(hi - lo + 1, np.int64)
         for i in range(npts):
-            counts[np.int64(data[c, i * step]) - lo] += 1
-        med = _histogram_median(counts, npts) + lo
+            counts[_integer_level(data[c, i * step], scale, inv) - lo] += 1
+        med = _histogram_median(counts, lo, inv, npts)
         out[c, 0] = med
-        out[c, 1] = _MAD_TO_STD * _histogram_mad(counts, med - lo, npts)
+        out[c, 1] = _MAD_TO_STD * _histogram_mad(counts, lo, inv, med, npts)
     return out
 
 
 @nb.njit(cache=True)
-def _histogram_median(counts, n):  # pragma: no cover - compiled
-    """Median of ``n`` samples histogrammed at levels ``0, 1, ...`` (as :func:`_median`:
-    the mean of the two middle order statistics when ``n`` is even)."""
+def _level_value(level, inv):  # pragma: no cover - compiled
+    """The sample value of an integer level: ``float32(level) * inv`` as float64."""
+    return float(np.float32(level) * inv)
+
+
+@nb.njit(cache=True)
+def _integer_level(x, scale, inv):  # pragma: no cover - compiled
+    """The integer ``s`` in ``[0, 65535]`` with ``float32(s) * inv == x``, or -1."""
+    y = x * scale
+    if not (y >= 0.0 and y <= 65535.0):  # NaN fails too
+        return -1
+    level = int(y + 0.5)
+    return level if np.float32(level) * inv == x else -1
+
+
+@nb.njit(cache=True)
+def _histogram_median(counts, lo, inv, n):  # pragma: no cover - compiled
+    """Median of ``n`` samples histogrammed at levels ``lo, lo + 1, ...`` (values
+    :func:`_level_value`; as :func:`_median`: the mean of the two middle order statistics
+    when ``n`` is even)."""
     upper_rank = n // 2
     lower_rank = upper_rank if n % 2 else upper_rank - 1
-    lower = upper = -1.0
+    lower = upper = np.nan
     acc = 0
-    for level in range(counts.size):
-        acc += counts[level]
-        if lower < 0 and acc > lower_rank:
-            lower = float(level)
+    for k in range(counts.size):
+        acc += counts[k]
+        if np.isnan(lower) and acc > lower_rank:
+            lower = _level_value(lo + k, inv)
         if acc > upper_rank:
-            upper = float(level)
+            upper = _level_value(lo + k, inv)
             break
     return upper if n % 2 else 0.5 * (lower + upper)
 
 
 @nb.njit(cache=True)
-def _histogram_mad(counts, centre, n):  # pragma: no cover - compiled
-    """Median of ``|level - centre|`` over ``n`` histogrammed samples (as :func:`_median`
+def _histogram_mad(counts, lo, inv, centre, n):  # pragma: no cover - compiled
+    """Median of ``|value - centre|`` over ``n`` histogrammed samples (as :func:`_median`
     of the absolute deviations), walking the levels outwards from ``centre``."""
     upper_rank = n // 2
     lower_rank = upper_rank if n % 2 else upper_rank - 1
-    down = math.floor(centre)  # next level at or below the centre
-    up = down + 1  # next level above it
-    lower = upper = -1.0
+    up = 0  # first level above the centre
+    while up < counts.size and _level_value(lo + up, inv) <= centre:
+        up += 1
+    down = up - 1
+    lower = upper = np.nan
     acc = 0
     while acc <= upper_rank:
-        dev_down = centre - down if down >= 0 else np.inf
-        dev_up = up - centre if up < counts.size else np.inf
+        dev_down = centre - _level_value(lo + down, inv) if down >= 0 else np.inf
+        dev_up = _level_value(lo + up, inv) - centre if up < counts.size else np.inf
         if dev_down <= dev_up:
             acc += counts[down]
             dev = dev_down
@@ -278,7 +304,7 @@ def _histogram_mad(counts, centre, n):  # pragma: no cover - compiled
             acc += counts[up]
             dev = dev_up
             up += 1
-        if lower < 0 and acc > lower_rank:
+        if np.isnan(lower) and acc > lower_rank:
             lower = dev
         if acc > upper_rank:
             upper = dev
