@@ -134,8 +134,27 @@ def test_a_reused_plotter_draws_each_candidate_as_a_fresh_figure_would(tmp_path)
     images = [rng.normal(scale=s, size=(2, 64, 64)).astype(np.float32) for s in (1.0, 5.0)]
     cands = [_cand(dm=0.0, dm_index=0), _cand(classifier_prob=0.3)]
     band = {"tsamp": HEADER.tsamp, "fmax_mhz": 1465.0, "fmin_mhz": 1130.0}
-    plotter = CandidatePlotter(**band)
-    for i, (cand, (ft, dt)) in enumerate(zip(cands, images, strict=True)):
-        reused = plotter.plot(cand, ft, dt, tmp_path / f"reused{i}.png")
+    pairs = list(enumerate(zip(cands, images, strict=True)))
+    with CandidatePlotter(**band) as plotter:
+        reused = [plotter.plot(c, ft, dt, tmp_path / f"r{i}.png") for i, (c, (ft, dt)) in pairs]
+    for i, (cand, (ft, dt)) in pairs:
         fresh = plot_candidate(cand, ft, dt, path=tmp_path / f"fresh{i}.png", **band)
-        assert reused.read_bytes() == fresh.read_bytes()
+        assert reused[i].read_bytes() == fresh.read_bytes()
+
+
+def test_pngs_are_written_while_the_next_is_drawn(tmp_path):
+    """The plotter hands each drawn PNG to a writer thread and goes on: a write's error
+    (here, a directory where the file should be) comes from ``finish``, not from ``plot``,
+    and the PNGs drawn before it are written."""
+    from drafts_ops.detect.plots import CandidatePlotter
+
+    rng = np.random.default_rng(5)
+    ft, dt = rng.normal(size=(2, 64, 64)).astype(np.float32)
+    (tmp_path / "blocked.png").mkdir()
+    plotter = CandidatePlotter(tsamp=HEADER.tsamp, fmax_mhz=1465.0, fmin_mhz=1130.0)
+    first = plotter.plot(_cand(), ft, dt, tmp_path / "first.png")
+    plotter.plot(_cand(), ft, dt, tmp_path / "blocked.png")  # returns: the write comes later
+    with pytest.raises(OSError):
+        plotter.finish()
+    assert first.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(tmp_path.glob(".*.tmp"))
