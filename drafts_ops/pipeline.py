@@ -647,8 +647,7 @@ def search_block(
     bad = prepare_block(data, nreal, prepared, method=cfg.norm_method, mask=mask,
                         auto=cfg.auto_mask, threshold=cfg.mask_threshold,
                         zero_dm=cfg.zero_dm, clip_sigma=cfg.clip_impulses,
-                        clip_pixels=cfg.clip_pixels,
-                        sums_of=cfg.decimation_factor if cfg.decimates else 0)  # fmt: skip
+                        clip_pixels=cfg.clip_pixels, sums_of=cfg.decimation_factor)  # fmt: skip
     if buffers.masked is None or buffers.masked.size != bad.size:
         buffers.masked, buffers.blocks = np.zeros(bad.size, np.int64), 0
     buffers.masked += bad
@@ -776,11 +775,11 @@ class DecimatedReader:
         rest = read_searched(self.reader, self.plan, head, stop, out=out[:, head - start :])
         data = out[:, : head - start + rest.shape[1]]
         first = block.start if self.kept_until is None else self.kept_until
-        stop = min(keep_stop, start + data.shape[1])
-        if stop > first:
-            part = data[:, first - start : stop - start]
+        end = min(keep_stop, start + data.shape[1])
+        if end > first:
+            part = data[:, first - start : end - start]
             path = self.work_dir / f"searched_{first:012d}.npy"
-            self.files.append((first, stop, SearchedSamples.save(path, part, self.factor)))
+            self.files.append((first, end, SearchedSamples.save(path, part, self.factor)))
         return data
 
 

@@ -64,10 +64,8 @@ def cutout_span(  # noqa: PLR0917 (FETCH-style positional signature)
     ``sample`` is the candidate's arrival at the top of the band (samples); the span covers
     the window plus the largest delay at ``2 * dm`` (the top of the DM–time image).
     """
-    _check(freqs_mhz, tsamp, dm, width_samples, size)
-    _, nwin, start = _frame(sample, width_samples, size)
-    max_delay = int(delay_table(np.array([2.0 * dm]), freqs_mhz, tsamp).max())
-    return start, start + nwin + max_delay
+    _, nwin, start, delays = _window_delays(freqs_mhz, tsamp, dm, sample, width_samples, size)
+    return start, start + nwin + int(delays.max())
 
 
 def channel_read_stops(  # noqa: PLR0917 (FETCH-style positional signature)
@@ -83,11 +81,22 @@ def channel_read_stops(  # noqa: PLR0917 (FETCH-style positional signature)
     dm`` (rounded up to the time decimation), and at least the first
     :data:`CUTOUT_STATS_SAMPLES` of the window (its statistics). Within
     :func:`cutout_span`; the high channels need much less than the low ones."""
+    factor, nwin, start, delays = _window_delays(freqs_mhz, tsamp, dm, sample, width_samples,
+                                                 size)  # fmt: skip
+    lengths = _read_lengths(delays, nwin, factor)
+    return np.maximum(start + lengths, max(start, 0) + CUTOUT_STATS_SAMPLES)
+
+
+def _window_delays(  # noqa: PLR0917
+    freqs_mhz: np.ndarray, tsamp: float, dm: float, sample: int, width_samples: int, size: int
+) -> tuple[int, int, int, np.ndarray]:
+    """``(factor, nwin, start, delays)`` of a candidate's window (:func:`_frame`) and each
+    channel's delay at ``2 * dm`` (samples, the top of the DM-time image), arguments
+    checked."""
     _check(freqs_mhz, tsamp, dm, width_samples, size)
     factor, nwin, start = _frame(sample, width_samples, size)
-    delays = delay_table(np.array([2.0 * float(dm)]), np.asarray(freqs_mhz, np.float64), tsamp)
-    lengths = _read_lengths(delays[0], nwin, factor)
-    return np.maximum(start + lengths, max(start, 0) + CUTOUT_STATS_SAMPLES)
+    freqs = np.asarray(freqs_mhz, np.float64)
+    return factor, nwin, start, delay_table(np.array([2.0 * float(dm)]), freqs, tsamp)[0]
 
 
 def _read_lengths(max_delays: np.ndarray, nwin: int, factor: int) -> np.ndarray:

@@ -463,14 +463,11 @@ def averages_to_sums_into(averages, factor, out):  # pragma: no cover - compiled
     exact = np.ones(averages.shape[0], np.bool_)
     for c in nb.prange(averages.shape[0]):
         for t in range(averages.shape[1]):
-            x = averages[c, t] * scale
-            if not (x >= 0.0 and x <= 65535.0):  # NaN fails too
+            level = _integer_level(averages[c, t], scale, inv)
+            if level < 0:
                 exact[c] = False
-                continue
-            s = np.uint16(x + np.float32(0.5))
-            out[c, t] = s
-            if np.float32(s) * inv != averages[c, t]:
-                exact[c] = False
+            else:
+                out[c, t] = level
     return exact.all()
 
 

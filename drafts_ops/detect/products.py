@@ -120,11 +120,13 @@ class SearchedSamples:
         part = self.read(start, stop)
         if part.shape[1] != stop - start:
             raise ParameterError(f"kept samples hold {part.shape[1]} of [{start}, {stop})")
-        if part.dtype == np.uint16:  # sums * (1 / factor): the float32 averages, bit for bit
-            np.multiply(part, np.float32(1.0 / self.factor), out=out[:, : stop - start])
-        else:
-            out[:, : stop - start] = part
+        np.multiply(part, self._to_averages(part), out=out[:, : stop - start])
         self.release()
+
+    def _to_averages(self, part: np.ndarray) -> np.float32:
+        """What ``part``'s samples are multiplied by to give the float32 averages, bit for
+        bit: ``1 / factor`` for the uint16 sums, 1 for float32 averages."""
+        return np.float32(1.0 / self.factor if part.dtype == np.uint16 else 1.0)
 
     def read(self, start: int, stop: int, *, row_stops: np.ndarray | None = None) -> np.ndarray:
         """Samples ``[start, stop)`` ``[nchan, n]`` as kept (uint16 sums or float32
@@ -149,8 +151,8 @@ class SearchedSamples:
                 a, b = max(start, first), min(chunk_stop, first + array.shape[1])
                 if b > a:
                     part = array[c0:c1, a - first : b - first]
-                    if mixed and part.dtype == np.uint16:
-                        part = part * np.float32(1.0 / self.factor)
+                    if mixed:
+                        part = part * self._to_averages(part)
                     out[c0:c1, a - start : b - start] = part
         ends = [min(stop, first + array.shape[1]) for first, array in self.parts
                 if first < stop and first + array.shape[1] > start]  # fmt: skip
