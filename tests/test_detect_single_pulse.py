@@ -64,6 +64,27 @@ def test_search_kernel_py_func_equals_compiled(rng):
     assert np.all(np.isneginf(compiled[0][1, 2500:])) and np.all(np.isneginf(compiled[0][2:]))
 
 
+@pytest.mark.parametrize("widths", [[1, 2, 3, 4], [1, 2, 3, 4, 6], [1, 2, 4000]])
+def test_search_kernel_in_place_equals_separate_output(rng, widths):
+    """The pipeline writes the S/N over the dedispersed rows themselves; the kernel keeps
+    its best-so-far in two buffers that swap per width, so an even and an odd number of
+    usable widths (and a width wider than a row, skipped) must all leave the same S/N."""
+    series = (rng.normal(size=(5, 3000)) + np.linspace(0, 3, 3000)).astype(np.float32)
+    series[2, 1500:1508] += 4.0
+    valid = np.array([3000, 2500, 3000, 1, 0], np.int64)
+    snr, index = _search(series, widths, valid=valid)
+    in_place, in_place_index = series.copy(), np.empty(series.shape, np.int8)
+    kernels.search_rows(in_place, valid, np.asarray(widths, np.int64), 512, 1024, in_place,
+                        in_place_index)  # fmt: skip
+    np.testing.assert_array_equal(in_place, snr)
+    np.testing.assert_array_equal(in_place_index, index)
+    python = _search(series, widths, valid=valid, py_func=True)
+    np.testing.assert_allclose(snr, python[0], rtol=1e-5, atol=1e-5)
+    assert np.array_equal(index[:3, 100:2400], python[1][:3, 100:2400])
+    assert np.all(np.isneginf(snr[1, 2500:])) and np.all(np.isneginf(snr[3:]))
+    assert np.argmax(snr[2]) in range(1500, 1508)
+
+
 @pytest.mark.parametrize("width", [1, 4, 16])
 def test_injected_boxcar_snr_follows_heimdall_convention(rng, width):
     """Amplitude A over w samples in unit noise: S/N = A w / sqrt(w) = A sqrt(w)."""

@@ -493,30 +493,60 @@ def search_rows(dmt, valid, widths, window, max_points, snr, width_index):  # no
     nw = widths.size
     for d in nb.prange(ndm):
         n = min(valid[d], nt)
-        best = snr[d]
-        index = width_index[d]
         if n < 2:
-            best[:] = -np.inf
-            index[:] = 0
+            snr[d, :] = -np.inf
+            width_index[d, :] = 0
             continue
         csum = _baseline_cumsum(dmt[d], n, window, max_points)
-        best[:] = -np.inf  # after the row was read: snr may alias dmt
-        index[:] = 0
         loc, sigma = _boxcar_noise(csum, widths, n, max_points)
+        # the best so far and the next best in two buffers that swap (see _fold_width);
+        # the row's own output is one of them (snr may alias dmt: the row has been read)
+        best, index = snr[d], width_index[d]
+        best[:] = -np.inf
+        index[:] = 0
+        new_best, new_index = np.empty(nt, np.float32), np.empty(nt, np.int8)
+        swapped = False
         for k in range(nw):
-            w = widths[k]
-            if w > n or not sigma[k] > 0:
+            if widths[k] > n or not sigma[k] > 0:
                 continue
-            m = n - w + 1
-            med, inv = loc[k], 1.0 / sigma[k]
-            hi, lo = csum[w : w + m], csum[0:m]
-            out, out_index = best[w // 2 : w // 2 + m], index[w // 2 : w // 2 + m]
-            kk = np.int8(k)
-            for s in range(m):
-                value = np.float32((hi[s] - lo[s] - med) * inv)
-                better = value > out[s]
-                out[s] = value if better else out[s]
-                out_index[s] = kk if better else out_index[s]
+            _fold_width(csum, widths[k], n, loc[k], 1.0 / sigma[k], np.int8(k),
+                        best, index, new_best, new_index)  # fmt: skip
+            best, new_best = new_best, best
+            index, new_index = new_index, index
+            swapped = not swapped
+        if swapped:
+            snr[d, :] = best
+            width_index[d, :] = index
+
+
+@nb.njit(fastmath=True, cache=True)
+def _fold_width(csum, w, n, med, inv, k, best, index, new_best, new_index):  # noqa: PLR0917
+    """``new_best`` = ``best`` raised to the S/N ``(S_w - med) * inv`` of the ``w``-sample
+    boxcars where that is higher, ``new_index`` = ``index`` with ``k`` there.
+
+    Written to other arrays, with every load and store unconditional: an in-place "store
+    if higher", or a load in one branch of the choice, compiles to masked loads and
+    stores (``vmaskmovps``, microcoded on AMD Zen 3) or, for int8 without AVX-512, to
+    scalar code with a mispredicted branch per sample: the whole search kernel ran 2.2x
+    slower on an AVX2 machine (1.56 s against 0.70 s per [1279, 34888] block).
+    """
+    m = n - w + 1
+    h = w // 2
+    new_best[:h] = best[:h]
+    new_index[:h] = index[:h]
+    new_best[h + m :] = best[h + m :]
+    new_index[h + m :] = index[h + m :]
+    hi, lo = csum[w : w + m], csum[0:m]
+    old, old_index = best[h : h + m], index[h : h + m]
+    out, out_index = new_best[h : h + m], new_index[h : h + m]
+    for s in range(m):
+        value = np.float32((hi[s] - lo[s] - med) * inv)
+        previous, previous_index = old[s], old_index[s]
+        better = value > previous
+        chosen = value if better else previous
+        chosen_index = k if better else previous_index
+        out[s] = chosen
+        out_index[s] = chosen_index
 
 
 #: Independent boxcar sums a row needs for its noise at a width to be measured; wider
