@@ -973,11 +973,12 @@ def write_outputs(
     chosen = list(candidates)[: cfg.max_outputs] if (cfg.write_h5 or cfg.write_plots) else []
     if not chosen:
         return outputs
-    from drafts_ops.detect.plots import CandidatePlotter
+    from drafts_ops.detect.plots import CandidatePlotter, wants_helper
 
     ft_all, dt_all = load_cutouts(cutouts)
     header = plan.own_header  # the searched resolution: candidates and cutouts are in it
     plotter = None  # made at the first PNG (matplotlib's import takes ~0.5 s)
+    pngs = sum(is_burst(cand, cfg) for cand in chosen) if cfg.write_plots else 0
     try:
         for i, cand in enumerate(chosen):
             ft, dt = ft_all[i], dt_all[i]
@@ -987,7 +988,8 @@ def write_outputs(
                 outputs[f"h5:{i}"] = write_fetch_h5(cand, header, ft, dt, h5_path)
             if cfg.write_plots and is_burst(cand, cfg):
                 plotter = plotter or CandidatePlotter(tsamp=header.tsamp, fmax_mhz=header.fmax,
-                                                      fmin_mhz=header.fmin)  # fmt: skip
+                                                      fmin_mhz=header.fmin,
+                                                      helper=wants_helper(pngs))  # fmt: skip
                 png_path = out_dir / "plots" / f"{name}.png"
                 outputs[f"png:{i}"] = plotter.plot(cand, ft, dt, png_path)
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import warnings
 
 import h5py
@@ -158,3 +159,40 @@ def test_pngs_are_written_while_the_next_is_drawn(tmp_path):
         plotter.finish()
     assert first.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_helper_process_draws_pngs_identical_to_this_process(tmp_path):
+    """With a helper process both processes draw some of the PNGs, byte-identical to one
+    process's; a helper that dies is replaced by this process for the PNGs it had not
+    written."""
+    from drafts_ops.detect import plots
+
+    rng = np.random.default_rng(6)
+    images = rng.normal(size=(12, 2, 64, 64)).astype(np.float32)
+    cands = [_cand(dm=100.0 + 10 * i, classifier_prob=0.9) for i in range(len(images))]
+    band = {"tsamp": HEADER.tsamp, "fmax_mhz": 1465.0, "fmin_mhz": 1130.0}
+    jobs = list(enumerate(zip(cands, images, strict=True)))
+    with plots.CandidatePlotter(**band) as alone:
+        expected = [alone.plot(c, ft, dt, tmp_path / f"a{i}.png") for i, (c, (ft, dt)) in jobs]
+    assert alone.drawn == {"here": 12, "helper": 0}
+    shared = plots.CandidatePlotter(**band, helper=True)
+    paths = [shared.plot(c, ft, dt, tmp_path / f"s{i}.png") for i, (c, (ft, dt)) in jobs[:8]]
+    shared._finish_helper()  # the first eight, shared; the helper stopped
+    assert shared.drawn["helper"] > 0 and shared.drawn["here"] > 0
+    shared._helper = plots._start_helper(HEADER.tsamp, 1465.0, 1130.0)  # killed while busy
+    for i, (cand, (ft, dt)) in jobs[8:]:
+        paths.append(shared.plot(cand, ft, dt, tmp_path / f"s{i}.png"))
+        if i == 8:
+            for process in list(shared._helper._processes.values()):
+                process.kill()
+    shared.finish()
+    for mine, theirs in zip(paths, expected, strict=True):
+        assert mine.read_bytes() == theirs.read_bytes()
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_helper_process_is_wanted_only_where_it_pays():
+    from drafts_ops.detect.plots import HELPER_MIN_PNGS, wants_helper
+
+    assert not wants_helper(HELPER_MIN_PNGS - 1)
+    assert wants_helper(HELPER_MIN_PNGS) == ((os.cpu_count() or 1) >= 2)

@@ -6,7 +6,10 @@ worker threads and processes.
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
+import multiprocessing
+import os
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +44,10 @@ def plot_candidate(
 PNG_DPI = 80
 #: PNGs drawn but not yet written that :meth:`CandidatePlotter.plot` lets wait.
 MAX_PENDING_PNGS = 4
+#: PNGs a plotter must expect before a helper process draws some of them.
+HELPER_MIN_PNGS = 4
+#: PNGs handed to the helper process and not yet drawn; beyond, this process draws.
+HELPER_QUEUE = 2
 
 
 class CandidatePlotter:
@@ -51,15 +58,29 @@ class CandidatePlotter:
     background thread encodes and writes while the next is drawn (PNG encoding releases
     the GIL: about a quarter of a PNG's time); :meth:`finish` (or leaving a ``with``
     block) waits for the writes and raises the first one's error.
+
+    With ``helper=True`` (for several PNGs on a machine with a second core:
+    :func:`wants_helper`) a second process draws PNGs too: each PNG goes to it while
+    fewer than :data:`HELPER_QUEUE` wait there, else this process draws it (matplotlib
+    holds the GIL, so a thread would not help). The helper is a fork of this process made
+    at the first PNG (matplotlib already imported: it starts in milliseconds; a spawned
+    one took 2 s and re-ran an unguarded main script); its PNGs are byte-identical, and
+    if it cannot start or dies, this process draws its PNGs instead.
     """
 
-    def __init__(self, *, tsamp: float, fmax_mhz: float, fmin_mhz: float) -> None:
+    def __init__(
+        self, *, tsamp: float, fmax_mhz: float, fmin_mhz: float, helper: bool = False
+    ) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
         self.tsamp, self.fmax, self.fmin = tsamp, fmax_mhz, fmin_mhz
         self._writer: ThreadPoolExecutor | None = None
         self._pending: list[Future] = []
+        self._helper = _start_helper(tsamp, fmax_mhz, fmin_mhz) if helper else None
+        self._helper_jobs: list[tuple[Future, tuple]] = []
+        #: PNGs drawn by this process and by the helper process.
+        self.drawn = {"here": 0, "helper": 0}
         fig = Figure(figsize=(6.5, 8.0), dpi=PNG_DPI)
         fig.subplots_adjust(left=0.13, right=0.97, bottom=0.07, top=0.9, hspace=0.08)
         FigureCanvasAgg(fig)
@@ -85,6 +106,20 @@ class CandidatePlotter:
         self, candidate: Candidate, freq_time: np.ndarray, dm_time: np.ndarray, path: str | Path
     ) -> Path:
         """Write ``candidate``'s PNG to ``path`` atomically (cutouts as :func:`plot_candidate`)."""
+        job = (candidate, freq_time, dm_time, Path(path))
+        waiting = sum(not future.done() for future, _ in self._helper_jobs)
+        if self._helper is not None and waiting < HELPER_QUEUE:
+            try:
+                self._helper_jobs.append((self._helper.submit(_helper_plot, *job), job))
+                return Path(path)
+            except (BrokenProcessPool, RuntimeError, OSError):  # draw here from now on
+                self._helper = None
+        return self._draw(*job)
+
+    def _draw(
+        self, candidate: Candidate, freq_time: np.ndarray, dm_time: np.ndarray, path: Path
+    ) -> Path:
+        """Draw the PNG in this process and hand it to the writer thread."""
         from matplotlib.ticker import AutoLocator
 
         c = candidate
@@ -118,24 +153,90 @@ class CandidatePlotter:
             self._pending.pop(0).result()
         self._writer = self._writer or ThreadPoolExecutor(1, thread_name_prefix="png")
         self._pending.append(self._writer.submit(_write_png, pixels, Path(path)))
+        self.drawn["here"] += 1
         return Path(path)
 
     def finish(self) -> None:
         """Wait until every PNG drawn is written; raise the first write's error."""
-        pending, self._pending = self._pending, []
         try:
-            for future in pending:
-                future.result()
+            self._finish_helper()
         finally:
+            self.flush()
             if self._writer is not None:
                 self._writer.shutdown(wait=True)
                 self._writer = None
+
+    def flush(self) -> None:
+        """Wait until the PNGs this process drew are written; raise the first error."""
+        pending, self._pending = self._pending, []
+        for future in pending:
+            future.result()
+
+    def _finish_helper(self) -> None:
+        """Wait for the helper's PNGs (drawing here those of a helper that died), stop it,
+        then raise the first error of its writes."""
+        jobs, self._helper_jobs = self._helper_jobs, []
+        error = None
+        for future, job in jobs:
+            try:
+                future.result()
+                self.drawn["helper"] += 1
+            except BrokenProcessPool:
+                self._draw(*job)
+            except Exception as exc:  # raised below, after the others
+                error = error or exc
+        if self._helper is not None:
+            self._helper.shutdown(wait=True)
+            self._helper = None
+        if error is not None:
+            raise error
 
     def __enter__(self) -> CandidatePlotter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.finish()
+
+
+def wants_helper(png_count: int) -> bool:
+    """Whether a plotter drawing ``png_count`` PNGs gains from a helper process: enough
+    PNGs, a second core, a platform that forks, and a process allowed children (a
+    daemonic worker, as in a process pool, is not)."""
+    return (
+        png_count >= HELPER_MIN_PNGS
+        and (os.cpu_count() or 1) >= 2
+        and "fork" in multiprocessing.get_all_start_methods()
+        and not multiprocessing.current_process().daemon
+    )
+
+
+def _start_helper(tsamp: float, fmax_mhz: float, fmin_mhz: float) -> ProcessPoolExecutor | None:
+    """A one-process pool whose process draws with a :class:`CandidatePlotter` of its own
+    (forked when the first PNG is handed over); ``None`` where it cannot be made."""
+    try:
+        return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_helper_init,
+                                   initargs=(tsamp, fmax_mhz, fmin_mhz))  # fmt: skip
+    except (OSError, ValueError):
+        return None
+
+
+_HELPER_PLOTTER: CandidatePlotter | None = None
+
+
+def _helper_init(tsamp: float, fmax_mhz: float, fmin_mhz: float) -> None:
+    """In the helper process: its one plotter."""
+    global _HELPER_PLOTTER  # noqa: PLW0603
+    _HELPER_PLOTTER = CandidatePlotter(tsamp=tsamp, fmax_mhz=fmax_mhz, fmin_mhz=fmin_mhz)
+
+
+def _helper_plot(
+    candidate: Candidate, freq_time: np.ndarray, dm_time: np.ndarray, path: Path
+) -> Path:
+    """In the helper process: draw and write one PNG (written when this returns)."""
+    _HELPER_PLOTTER._draw(candidate, freq_time, dm_time, path)
+    _HELPER_PLOTTER.flush()
+    return path
 
 
 def _write_png(pixels: np.ndarray, path: Path) -> None:
