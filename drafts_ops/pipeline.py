@@ -978,7 +978,8 @@ def write_outputs(
     ft_all, dt_all = load_cutouts(cutouts)
     header = plan.own_header  # the searched resolution: candidates and cutouts are in it
     plotter = None  # made at the first PNG (matplotlib's import takes ~0.5 s)
-    pngs = sum(is_burst(cand, cfg) for cand in chosen) if cfg.write_plots else 0
+    plotted = [cfg.write_plots and is_burst(cand, cfg) for cand in chosen]
+    helper = wants_helper(sum(plotted))  # a second process draws some of many PNGs
     try:
         for i, cand in enumerate(chosen):
             ft, dt = ft_all[i], dt_all[i]
@@ -986,10 +987,10 @@ def write_outputs(
             if cfg.write_h5:
                 h5_path = out_dir / "h5" / f"{name}.h5"
                 outputs[f"h5:{i}"] = write_fetch_h5(cand, header, ft, dt, h5_path)
-            if cfg.write_plots and is_burst(cand, cfg):
+            if plotted[i]:
                 plotter = plotter or CandidatePlotter(tsamp=header.tsamp, fmax_mhz=header.fmax,
                                                       fmin_mhz=header.fmin,
-                                                      helper=wants_helper(pngs))  # fmt: skip
+                                                      helper=helper)  # fmt: skip
                 png_path = out_dir / "plots" / f"{name}.png"
                 outputs[f"png:{i}"] = plotter.plot(cand, ft, dt, png_path)
     finally:

@@ -107,8 +107,7 @@ class CandidatePlotter:
     ) -> Path:
         """Write ``candidate``'s PNG to ``path`` atomically (cutouts as :func:`plot_candidate`)."""
         job = (candidate, freq_time, dm_time, Path(path))
-        waiting = sum(not future.done() for future, _ in self._helper_jobs)
-        if self._helper is not None and waiting < HELPER_QUEUE:
+        if self._helper is not None and self._helper_waiting() < HELPER_QUEUE:
             try:
                 self._helper_jobs.append((self._helper.submit(_helper_plot, *job), job))
                 return Path(path)
@@ -171,6 +170,10 @@ class CandidatePlotter:
         pending, self._pending = self._pending, []
         for future in pending:
             future.result()
+
+    def _helper_waiting(self) -> int:
+        """PNGs handed to the helper and not yet drawn."""
+        return sum(not future.done() for future, _ in self._helper_jobs)
 
     def _finish_helper(self) -> None:
         """Wait for the helper's PNGs (drawing here those of a helper that died), stop it,
