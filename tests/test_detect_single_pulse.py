@@ -85,6 +85,24 @@ def test_search_kernel_in_place_equals_separate_output(rng, widths):
     assert np.argmax(snr[2]) in range(1500, 1508)
 
 
+@pytest.mark.parametrize("kind", ["normal", "ties", "sorted", "constant"])
+def test_median_selection_equals_numpy(rng, kind):
+    """The kernels' medians (baselines, boxcar noise, channel statistics) come from a
+    branchless quickselect: every rank of noise, integer data full of ties, sorted and
+    constant data, odd and even sizes, with the selected value in place and the smaller
+    values before it."""
+    for n in (1, 2, 3, 17, 18, 100, 1023, 1024):
+        values = {"normal": rng.normal(size=n), "ties": np.round(rng.normal(size=n) * 2),
+                  "sorted": np.arange(n, 0, -1.0), "constant": np.full(n, 3.0)}[kind]  # fmt: skip
+        for k in {0, n // 3, n // 2, n - 1}:
+            v = values.copy()
+            assert kernels._select(v, k) == np.partition(values, k)[k]
+            assert v[k] == np.partition(values, k)[k]
+            assert np.all(v[:k] <= v[k]) and np.all(v[k + 1 :] >= v[k])
+            assert np.array_equal(np.sort(v), np.sort(values))
+        assert kernels._median(values.copy()) == np.median(values)
+
+
 @pytest.mark.parametrize("width", [1, 4, 16])
 def test_injected_boxcar_snr_follows_heimdall_convention(rng, width):
     """Amplitude A over w samples in unit noise: S/N = A w / sqrt(w) = A sqrt(w)."""

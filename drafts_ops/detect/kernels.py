@@ -101,29 +101,59 @@ def friends_of_friends(  # noqa: PLR0917 (numba kernel: positional only)
 _MAD_TO_STD = 1.482602218505602
 
 
+#: Ranges at most this long are finished by insertion sort in :func:`_select`.
+_SELECT_SMALL = 16
+
+
 @nb.njit(cache=True)
 def _select(v, k):  # pragma: no cover - compiled
-    """The ``k``-th smallest value of ``v`` (reordered in place; Hoare's quickselect)."""
+    """The ``k``-th smallest value of ``v``, reordered in place so that ``v[:k] <= v[k] <=
+    v[k + 1:]`` (quickselect).
+
+    Each pass partitions around a median of three with a branchless Lomuto loop (every
+    value swapped, the boundary advanced by the comparison's 0 or 1): Hoare's partition
+    mispredicted a branch for about every other value of noise and ran 2.5-3x slower
+    (20 against 6-8 us per 1024 values). A pivot equal to the smallest value of its
+    range takes a second pass that gathers the values equal to it (ties, integer data).
+    """
     lo, hi = 0, v.size - 1
-    while hi > lo:
-        pivot = v[(lo + hi) // 2]
-        i, j = lo, hi
-        while i <= j:
-            while v[i] < pivot:
-                i += 1
-            while v[j] > pivot:
-                j -= 1
-            if i <= j:
-                v[i], v[j] = v[j], v[i]
-                i += 1
-                j -= 1
-        if k <= j:
-            hi = j
-        elif k >= i:
+    while hi - lo > _SELECT_SMALL:
+        a, b, c = v[lo], v[(lo + hi) // 2], v[hi]
+        if a > b:
+            a, b = b, a
+        b = min(b, c)
+        pivot = max(a, b)
+        i = _move_to_front(v, lo, hi, pivot, True)
+        if k < i:
+            hi = i - 1
+        elif i > lo:
             lo = i
-        else:
-            break
+        else:  # nothing below the pivot: gather the values equal to it
+            e = _move_to_front(v, lo, hi, pivot, False)
+            if k < e or e == lo:  # (e == lo: a NaN pivot)
+                return pivot
+            lo = e
+    for j in range(lo + 1, hi + 1):  # insertion sort of the short range left
+        x = v[j]
+        m = j - 1
+        while m >= lo and v[m] > x:
+            v[m + 1] = v[m]
+            m -= 1
+        v[m + 1] = x
     return v[k]
+
+
+@nb.njit(cache=True, inline="always")
+def _move_to_front(v, lo, hi, pivot, below):  # pragma: no cover - compiled
+    """Move the values of ``v[lo:hi + 1]`` below ``pivot`` (``below``) or equal to it to
+    the front of that range, without branches; returns the index after the last moved."""
+    i = lo
+    for j in range(lo, hi + 1):
+        x = v[j]
+        v[j] = v[i]
+        v[i] = x
+        i += (x < pivot) if below else (x == pivot)
+    return i
 
 
 @nb.njit(cache=True)
