@@ -99,15 +99,31 @@ def scatter(candidates: Sequence[Candidate], tobs_s: float, dm_max: float) -> st
 
 
 def masked_channels_figure(masked: np.ndarray, freqs_mhz: np.ndarray) -> str:
-    """Fraction of blocks in which each channel was masked, against frequency."""
+    """Fraction of blocks in which each channel was masked, against frequency (MHz).
+
+    Drawn as one filled step outline over the channels' edges: a bar per channel costs
+    matplotlib a patch each (1.2-1.6 s for 1024 channels, more than the rest of the
+    report)."""
     fig = _figure(9, 1.8)
     ax = fig.add_axes((0.08, 0.3, 0.9, 0.6))
-    ax.bar(freqs_mhz, masked, width=abs(float(np.diff(freqs_mhz[:2])[0])) if freqs_mhz.size > 1
-           else 1.0, color="C0")  # fmt: skip
+    order = np.argsort(freqs_mhz)
+    freqs = np.asarray(freqs_mhz, np.float64)[order]
+    ax.stairs(np.asarray(masked, np.float64)[order], channel_edges(freqs), fill=True,
+              color="C0")  # fmt: skip
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("frequency (MHz)")
     ax.set_ylabel("masked")
     return _png(fig)
+
+
+def channel_edges(freqs_mhz: np.ndarray) -> np.ndarray:
+    """Edges (MHz) of channels centred on increasing ``freqs_mhz``: midway between
+    neighbours, the outer ones half a neighbour spacing out (1 MHz wide for one channel)."""
+    f = np.asarray(freqs_mhz, np.float64)
+    if f.size == 1:
+        return np.array([f[0] - 0.5, f[0] + 0.5])
+    inner = 0.5 * (f[1:] + f[:-1])
+    return np.concatenate([[f[0] - (inner[0] - f[0])], inner, [f[-1] + (f[-1] - inner[-1])]])
 
 
 def _cell(value: Any, shown: str | None = None) -> str:

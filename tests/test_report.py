@@ -89,3 +89,30 @@ def test_survey_index_lists_files_and_links_reports(prefect_harness, tmp_path):
     page.feed(index.read_text())
     assert "a.fil" in index.read_text() and "files/a.fil/report.html" in page.links
     assert (index.parent / "files" / "a.fil" / "report.html").exists()
+
+
+def test_masked_channels_figure_puts_masked_channels_at_their_frequencies():
+    """Descending channels (as most files store them), the top 20 % masked: the fill
+    lies in the right-hand part of the axes only, over the masked frequencies."""
+    import base64
+    import io
+
+    import matplotlib.image
+    import numpy as np
+
+    from drafts_ops.report import channel_edges, masked_channels_figure
+
+    freqs = 1500.0 - np.arange(1024) * (500.0 / 1024)
+    masked = np.where(freqs > 1400.0, 1.0, 0.0)
+    uri = masked_channels_figure(masked, freqs)
+    png = base64.b64decode(uri.split(",", 1)[1])
+    rgb = matplotlib.image.imread(io.BytesIO(png), format="png")[..., :3]
+    fill = np.all(np.abs(rgb - np.array([0x1F, 0x77, 0xB4]) / 255) < 0.05, axis=2)
+    columns = np.flatnonzero(fill.any(axis=0))
+    assert columns.size > 0
+    # axes from x = 0.08 to 0.98 of the width over 1000-1500 MHz (+ matplotlib's margins)
+    width = rgb.shape[1]
+    left_edge_mhz = 1000.0 + (columns.min() / width - 0.08) / 0.9 * 500.0
+    assert 1350.0 < left_edge_mhz < 1420.0
+    np.testing.assert_allclose(channel_edges(np.array([1000.0, 1001.0, 1003.0])),
+                               [999.5, 1000.5, 1002.0, 1004.0])  # fmt: skip
