@@ -144,7 +144,8 @@ def observation_file(config: SearchBenchConfig, data_dir: Path) -> Path:
 def kernel_realtime_factor(path: Path, config: SearchBenchConfig, mode: str,
                            repeats: int = 3) -> float:  # fmt: skip
     """Real-time factor of the dedispersion operator alone on the search's DM plan and
-    block length (median of ``repeats`` after a warm-up), on normalised random data."""
+    block length (median of ``repeats`` after a warm-up), on normalised random data in
+    the search's own form (uint8 where the search quantises)."""
     from drafts_ops import pipeline
     from drafts_ops.dedisp import dedisperse
 
@@ -154,8 +155,16 @@ def kernel_realtime_factor(path: Path, config: SearchBenchConfig, mode: str,
     block = plan.blocks[0]
     rng = np.random.default_rng(0)
     data = rng.standard_normal((dm_plan.nchan, block.read_len), dtype=np.float32)
+    affine = {}
+    if cfg.quantises:  # the search's own kernel input: 8-bit samples
+        from drafts_ops.detect.preprocess import quantise_block
+
+        data, offset, scale = quantise_block(np.clip(data, -cfg.clip_pixels, cfg.clip_pixels),
+                                             cfg.clip_pixels)  # fmt: skip
+        affine = {"offset": offset, "scale": scale}
     out = np.empty((dm_plan.ndm, block.read_len - dm_plan.max_delay), np.float32)
-    run = lambda: dedisperse(data, dm_plan, mode=mode, algorithm=cfg.algorithm, out=out)  # noqa: E731
+    run = lambda: dedisperse(data, dm_plan, mode=mode, algorithm=cfg.algorithm, out=out,  # noqa: E731
+                             **affine)  # fmt: skip
     run()
     times = []
     for _ in range(repeats):

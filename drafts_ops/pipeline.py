@@ -35,7 +35,13 @@ from drafts_ops.detect.cluster import (
     merge_sidelobes,
 )
 from drafts_ops.detect.kernels import decimate_spectra_into
-from drafts_ops.detect.preprocess import NormMethod, decimate_block, prepare_block, static_mask
+from drafts_ops.detect.preprocess import (
+    NormMethod,
+    decimate_block,
+    prepare_block,
+    quantise_block,
+    static_mask,
+)
 from drafts_ops.detect.single_pulse import Giants, boxcar_widths, giants_above, giants_at
 from drafts_ops.errors import ParameterError
 from drafts_ops.io import open_observation
@@ -225,6 +231,14 @@ class SearchConfig:
     def decimates(self) -> bool:
         """Whether the search averages samples or channels before searching."""
         return self.time_decimation > 1 or self.freq_decimation > 1
+
+    @property
+    def quantises(self) -> bool:
+        """Whether blocks reach the dedispersion kernel as uint8 (normalised samples held
+        within ``clip_pixels``, :func:`~drafts_ops.detect.preprocess.quantise_block`): the
+        CPU sub-band operator then runs stage 1 in 16-bit integers, 2x faster."""
+        return (self.dedisp_mode == "production" and self.algorithm == "subband"
+                and self.backend == "cpu" and self.clip_pixels > 0)  # fmt: skip
 
     @property
     def decimation_factor(self) -> int:
@@ -652,16 +666,20 @@ def search_block(
         buffers.masked, buffers.blocks = np.zeros(bad.size, np.int64), 0
     buffers.masked += bad
     buffers.blocks += 1
+    kernel_input, affine = prepared, {}
+    if cfg.quantises:  # uint8 over the float32 block's own memory
+        kernel_input, offset, scale = quantise_block(prepared, cfg.clip_pixels)
+        affine = {"offset": offset, "scale": scale}
     nout = block.read_len - dm_plan.max_delay
     dm_time = buffers.get("dm_time", (dm_plan.ndm, nout), np.float32)
     valid = np.clip(nreal - dm_plan.delays.max(axis=1).astype(np.int64), 0, nout)
     keep = (block.start - block.read_start, block.stop - block.read_start)
     parts = []
     if cfg.search_subbands > 1:  # the full band is then the sum of the sub-bands
-        parts += _search_subbands(prepared, plan, block, dm_time, valid=valid,
-                                  buffers=buffers, keep=keep)  # fmt: skip
+        parts += _search_subbands(kernel_input, plan, block, dm_time, valid=valid,
+                                  buffers=buffers, keep=keep, affine=affine)  # fmt: skip
     else:
-        _dedisperse(prepared, dm_plan, cfg, out=dm_time)
+        _dedisperse(kernel_input, dm_plan, cfg, out=dm_time, **affine)
     if buffers.on_dm_time is not None:
         buffers.on_dm_time(block, dm_time[:, keep[0] : keep[1]])
     detector = _load_detector() if cfg.detector in ("ml", "both") else None
@@ -688,7 +706,7 @@ def search_block(
 
 def _search_subbands(
     prepared: np.ndarray, plan: SearchPlan, block: BlockRange, dm_time: np.ndarray,
-    *, valid: np.ndarray, buffers: BlockBuffers, keep: tuple[int, int],
+    *, valid: np.ndarray, buffers: BlockBuffers, keep: tuple[int, int], affine: dict,
 ) -> list[Giants]:  # fmt: skip
     """Dedisperse and search each sub-band of the block on its own; their sum, the full
     band's DM-time data, is left in ``dm_time`` (the same trials and delays: exact).
@@ -706,7 +724,8 @@ def _search_subbands(
     parts = []
     pairs = zip(plan.subband_channels(), plan.subband_plans(), strict=True)
     for k, ((c0, c1), sub_plan) in enumerate(pairs, start=1):
-        _dedisperse(prepared[c0:c1, : nout + sub_plan.max_delay], sub_plan, cfg, out=band)
+        _dedisperse(prepared[c0:c1, : nout + sub_plan.max_delay], sub_plan, cfg, out=band,
+                    **affine)  # fmt: skip
         if k == 1:
             dm_time[...] = band
         else:
@@ -1258,13 +1277,15 @@ def _searched_header(raw: Header, config: SearchConfig) -> Header:
 
 
 def _dedisperse(
-    data: np.ndarray, dm_plan: DMPlan, config: SearchConfig, out: np.ndarray | None = None
-) -> np.ndarray:
-    """The one call into dedispersion: the operator registry's dispatch."""
+    data: np.ndarray, dm_plan: DMPlan, config: SearchConfig, out: np.ndarray | None = None,
+    *, offset: float = 0.0, scale: float = 1.0,
+) -> np.ndarray:  # fmt: skip
+    """The one call into dedispersion: the operator registry's dispatch (``offset`` and
+    ``scale``: what quantised ``data`` stand for, see ``dedisperse``)."""
     from drafts_ops.dedisp import dedisperse
 
     return dedisperse(data, dm_plan, mode=config.dedisp_mode, algorithm=config.algorithm,
-                      backend=config.backend, out=out)  # fmt: skip
+                      backend=config.backend, out=out, offset=offset, scale=scale)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1)

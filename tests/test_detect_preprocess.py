@@ -165,3 +165,22 @@ def test_decimated_blocks_take_their_statistics_from_histograms(rng, monkeypatch
             got = np.empty_like(averages)
             preprocess.prepare_block(averages, 5000, got, auto=False, sums_of=factor)
         np.testing.assert_array_equal(got, expected)
+
+
+def test_quantise_block_writes_uint8_over_the_block_it_reads(rng):
+    """``128 + rint(x * 127 / limit)`` in the first quarter of the float block's own
+    memory; ``(q - offset) * scale`` gives back every sample within half a step."""
+    from drafts_ops.detect.preprocess import quantise_block
+
+    x = np.clip(rng.standard_normal((37, 1001)) * 2, -6, 6).astype(np.float32)
+    original = x.copy()
+    q, offset, scale = quantise_block(x, 6.0)
+    assert q.dtype == np.uint8 and q.shape == x.shape and np.shares_memory(q, x)
+    expected = np.clip(np.rint(original * (127 / 6.0)) + 128, 0, 255).astype(np.uint8)
+    np.testing.assert_array_equal(q, expected)
+    back = (q.astype(np.float64) - offset) * scale
+    assert np.abs(back - original).max() <= scale / 2 + 1e-6
+    with pytest.raises(ParameterError, match="limit"):
+        quantise_block(np.zeros((2, 3), np.float32), 0.0)
+    with pytest.raises(ParameterError, match="C-contiguous float32"):
+        quantise_block(np.zeros((3, 4), np.float32)[:, ::2], 6.0)

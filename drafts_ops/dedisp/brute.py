@@ -11,7 +11,8 @@ kernel, organised for the memory hierarchy:
   8 lanes) and loads/stores the accumulator an eighth as often as a channel-at-a-time
   loop (the prototype's order), which is what bounds that loop. The input dtype (uint8,
   uint16, float32) is converted in registers: no float copy of the block is made. One
-  body is compiled per dtype.
+  body is compiled per dtype. The adds run in the accumulator's type (:func:`_lane`):
+  float32, or uint16 where the sub-band stage 1 sums 8-bit data (twice the lanes).
 
 Channel slabs hold whole groups of eight, so every output sample is summed in the same
 order for any tile sizes and the result does not depend on the tiling. Integer input gives
@@ -22,27 +23,40 @@ exact sums (< 2**24); float32 input agrees with a sequential sum to float32 roun
 from __future__ import annotations
 
 import numpy as np
-from numba import float32, njit, prange
+from numba import float32, njit, prange, types, uint16
+from numba.extending import overload
+
+
+def _lane(acc, x):  # pragma: no cover - replaced in compiled code by its overload
+    """``x`` in the accumulator's arithmetic: float32, or uint16 for a uint16 accumulator."""
+    raise NotImplementedError
+
+
+@overload(_lane, inline="always")
+def _lane_overload(acc, x):
+    if acc.dtype == types.uint16:
+        return lambda acc, x: uint16(x)
+    return lambda acc, x: float32(x)
 
 
 @njit(fastmath=True, cache=True)
 def _add4(acc, x0, x1, x2, x3, n):  # noqa: PLR0917  # pragma: no cover
     for i in range(n):
-        acc[i] += (float32(x0[i]) + float32(x1[i])) + (float32(x2[i]) + float32(x3[i]))
+        acc[i] += (_lane(acc, x0[i]) + _lane(acc, x1[i])) + (_lane(acc, x2[i]) + _lane(acc, x3[i]))
 
 
 @njit(fastmath=True, cache=True)
 def _add8(acc, x0, x1, x2, x3, x4, x5, x6, x7, n):  # noqa: PLR0917  # pragma: no cover
     for i in range(n):
-        acc[i] += ((float32(x0[i]) + float32(x1[i])) + (float32(x2[i]) + float32(x3[i]))) + (
-            (float32(x4[i]) + float32(x5[i])) + (float32(x6[i]) + float32(x7[i]))
-        )
+        acc[i] += (
+            (_lane(acc, x0[i]) + _lane(acc, x1[i])) + (_lane(acc, x2[i]) + _lane(acc, x3[i]))
+        ) + ((_lane(acc, x4[i]) + _lane(acc, x5[i])) + (_lane(acc, x6[i]) + _lane(acc, x7[i])))
 
 
 @njit(fastmath=True, cache=True)
 def _add1(acc, x0, n):  # pragma: no cover - compiled
     for i in range(n):
-        acc[i] += float32(x0[i])
+        acc[i] += _lane(acc, x0[i])
 
 
 @njit(fastmath=True, cache=True)

@@ -46,6 +46,11 @@ class Context:
     pool: WorkspacePool = field(default_factory=lambda: default_pool)
     tiles: dict[str, int] = field(default_factory=dict)
     last_tiling: TilingPlan | None = None
+    #: Input samples stand for ``(data - offset) * scale`` (see :func:`dedisperse`).
+    offset: float = 0.0
+    scale: float = 1.0
+    #: Set by a kernel that applied ``offset`` and ``scale`` itself.
+    affine_applied: bool = False
 
 
 _LOGGED: set[tuple] = set()
@@ -95,6 +100,7 @@ def _subband_cpu(data, trials: Trials, out, ctx: Context) -> None:
         cached_subband_plan,
         chunk_length,
         content_key,
+        integer_stage1,
         subband_cpu,
     )
 
@@ -106,20 +112,25 @@ def _subband_cpu(data, trials: Trials, out, ctx: Context) -> None:
             trials.delays, trials.dms, trials.freqs, trials.tsamp, SUBBAND_PLAN_NOUT
         ),
     )
+    scratch = np.dtype(np.uint16 if integer_stage1(sub, data.dtype) else np.float32)
     # Longer time tiles suit the two streaming stages (measured on the FAST-like bench).
-    ctx = Context(ctx.pool, {"tile_dm": 16, "tile_t": min(4096, nout), **ctx.tiles})
-    probe = _cpu_tiling("production/subband/cpu", data, trials, out, ctx, log=False)
-    chunk = chunk_length(sub, nout, probe.tile_t, SUBBAND_SCRATCH_BYTES // data.shape[0])
+    tiled = Context(ctx.pool, {"tile_dm": 16, "tile_t": min(4096, nout), **ctx.tiles})
+    probe = _cpu_tiling("production/subband/cpu", data, trials, out, tiled, log=False)
+    budget = SUBBAND_SCRATCH_BYTES // data.shape[0]
+    chunk = chunk_length(sub, nout, probe.tile_t, budget, scratch.itemsize)
     shape = (data.shape[0], sub.buffer_len(chunk))
-    tiling = _cpu_tiling(
-        "production/subband/cpu", data, trials, out, ctx, workspace=4 * shape[0] * shape[1]
-    )
+    tiling = _cpu_tiling("production/subband/cpu", data, trials, out, tiled,
+                         workspace=scratch.itemsize * shape[0] * shape[1])  # fmt: skip
+    ctx.last_tiling = tiled.last_tiling
     # One flat scratch of the budget's size, shared by every plan a thread runs (the
     # channel ranges of a sub-band search run one after another): not one per plan.
-    size = max(shape[0] * shape[1], SUBBAND_SCRATCH_BYTES // 4)
-    y = ctx.pool.get("subband-stage1", (size,), np.float32)[: shape[0] * shape[1]]
-    y = y.reshape(shape)
-    subband_cpu(data, trials.delays, out, tiling, sub=sub, y=y, chunk=chunk)
+    size = max(shape[0] * shape[1] * scratch.itemsize // 4 + 1, SUBBAND_SCRATCH_BYTES // 4)
+    flat = ctx.pool.get("subband-stage1", (size,), np.float32).view(scratch)
+    y = flat[: shape[0] * shape[1]].reshape(shape)
+    nchan = data.shape[1]
+    subband_cpu(data, trials.delays, out, tiling, sub=sub, y=y, chunk=chunk,
+                offset=nchan * ctx.offset, scale=ctx.scale)  # fmt: skip
+    ctx.affine_applied = True
 
 
 def _brute_cuda(data, trials: Trials, out, ctx: Context) -> None:
@@ -283,6 +294,8 @@ def dedisperse(
     out: np.ndarray | None = None,
     pool: WorkspacePool | None = None,
     tiles: dict[str, int] | None = None,
+    offset: float = 0.0,
+    scale: float = 1.0,
 ) -> np.ndarray:
     """Dedisperse a block (or a batch of blocks) with a registered operator.
 
@@ -301,6 +314,10 @@ def dedisperse(
         Scratch pool (default: the shared pool).
     tiles : dict, optional
         Tile-size overrides ``tile_dm``, ``tile_t``, ``tile_chan`` (CPU production).
+    offset, scale : float
+        The samples stand for ``(data - offset) * scale`` (quantised data, e.g. normalised
+        samples stored as uint8): the output is ``(sum - nchan * offset) * scale``. The
+        sub-band kernel applies it as it writes; other operators in one more pass.
 
     Returns
     -------
@@ -308,8 +325,12 @@ def dedisperse(
     """
     spec = registry.get_operator(mode, algorithm, backend)
     data3, out3 = _prepare(data, plan, spec, out)
-    ctx = Context(pool=default_pool if pool is None else pool, tiles=dict(tiles or {}))
+    ctx = Context(pool=default_pool if pool is None else pool, tiles=dict(tiles or {}),
+                  offset=float(offset), scale=float(scale))  # fmt: skip
     spec.run(data3, plan, out3, ctx)
+    if (offset != 0.0 or scale != 1.0) and not ctx.affine_applied:
+        out3 -= np.float32(data3.shape[1] * offset)
+        out3 *= np.float32(scale)
     return out3 if np.ndim(data) == 3 else out3[0]
 
 

@@ -22,6 +22,11 @@ nominal DM the result equals brute force exactly. Cost per output sample is abou
 ``sum_s nominal_s * nchan_s + ndm * nsub`` additions instead of ``ndm * nchan``; ``nsub``
 is chosen to minimise it unless given. The measured S/N loss is documented in
 ``drafts_ops/dedisp/README.md``.
+
+8-bit data whose sub-bands hold at most :data:`UINT16_MAX_CHANNELS` channels run stage 1
+in 16-bit integers (exact, twice the SIMD lanes of float32, half the scratch bytes that
+stage 2 reads): 2.2x faster on the FAST-like plan. The search hands the kernel its
+normalised blocks as such samples (``detect.preprocess.quantise_block``).
 """
 
 from __future__ import annotations
@@ -285,6 +290,10 @@ def subband_stage1(  # noqa: PLR0917 (kernel: positional)
 ):  # pragma: no cover - compiled
     """Stage 1 into the flat buffer ``y [nbatch, total]`` for outputs from ``t_offset`` on.
 
+    ``y`` is float32, or uint16 for uint8 data whose sub-bands hold at most
+    :data:`UINT16_MAX_CHANNELS` channels (16-bit integer adds, exact: see
+    :func:`integer_stage1`).
+
     ``rows [nrow, 5]`` holds (nominal trial, c0, c1, reference channel, omin). Tiles of
     ``tile_rows`` consecutive rows (mostly one sub-band, neighbouring nominal DMs) x
     ``tile_t`` samples run in parallel; the rows of a tile reuse one cached input slab.
@@ -303,15 +312,16 @@ def subband_stage1(  # noqa: PLR0917 (kernel: positional)
             n = min(tile_t, row_len[r] - t0)
             start = row_ptr[r] + t0
             acc = y[b, start : start + n]
-            acc[:] = 0.0
+            acc[:] = 0
             dl = delays[rows[r, 0]]
             shift = rows[r, 4] + t_offset + t0 - dl[rows[r, 3]]
             accumulate_channels(acc, data[b], dl, shift, rows[r, 1], rows[r, 2], n)
 
 
 @njit(parallel=True, fastmath=True, cache=True)
-def subband_stage2(y, base, out, tile_dm, tile_t, t_offset, nout):  # noqa: PLR0917
-    """Stage 2: ``out[b, d, t_offset + t] = sum_s y[b, base[d, s] + t]`` for ``t < nout``."""
+def subband_stage2(y, base, out, tile_dm, tile_t, t_offset, nout, offset, scale):  # noqa: PLR0917
+    """Stage 2: ``out[b, d, t_offset + t] = (sum_s y[b, base[d, s] + t] - offset) * scale``
+    for ``t < nout`` (``offset`` 0 and ``scale`` 1: the plain sum)."""
     nbatch, ndm = out.shape[0], out.shape[1]
     nsub = base.shape[1]
     ntd = (ndm + tile_dm - 1) // tile_dm
@@ -349,22 +359,42 @@ def subband_stage2(y, base, out, tile_dm, tile_t, t_offset, nout):  # noqa: PLR0
                 a0 = base[d, s] + t0
                 _add1(acc, yb[a0 : a0 + n], n)
                 s += 1
+            if offset != 0.0 or scale != 1.0:
+                for i in range(n):
+                    acc[i] = (acc[i] - offset) * scale
 
+
+#: Widest sub-band whose 8-bit sums fit uint16 (255 * 257 = 65535).
+UINT16_MAX_CHANNELS = 257
 
 #: Shortest stage-1/stage-2 pass, output samples (a plan with very many stage-1 rows, such
 #: as 2048-4096 channels to DM 3000, would otherwise get passes too short to stream).
 MIN_CHUNK = 512
 
 
-def chunk_length(sub: SubbandPlan, nout: int, tile_t: int, budget_bytes: int) -> int:
-    """Output samples per stage-1/stage-2 pass so that the scratch fits ``budget_bytes``:
+def chunk_length(
+    sub: SubbandPlan, nout: int, tile_t: int, budget_bytes: int, itemsize: int = 4
+) -> int:
+    """Output samples per stage-1/stage-2 pass so that the scratch (``itemsize`` bytes per
+    value) fits ``budget_bytes``:
     a multiple of ``tile_t`` where one fits, else a multiple of 256 (at least
     :data:`MIN_CHUNK`, where the scratch may then exceed the budget)."""
     mean_extra = float(sub.row_extra.mean()) if sub.nrow else 0.0
-    fit = int(budget_bytes / (4 * max(sub.nrow, 1)) - mean_extra)
+    fit = int(budget_bytes / (itemsize * max(sub.nrow, 1)) - mean_extra)
     step = tile_t if fit >= tile_t else 256
     chunk = max(MIN_CHUNK, fit - fit % step)
     return min(nout, chunk)
+
+
+def integer_stage1(sub: SubbandPlan, dtype: np.dtype) -> bool:
+    """Whether stage 1 runs in 16-bit integers: uint8 data and no sub-band wider than
+    :data:`UINT16_MAX_CHANNELS` (its sums then fit uint16 exactly). Measured on the
+    FAST-like plan (one 34 888-sample block, 21 834 rows, Zen 4): float32 data 0.69 s,
+    uint8 data into float32 scratch 0.61 s, uint8 into uint16 scratch 0.33 s (stage 2
+    reads half the bytes too)."""
+    return np.dtype(dtype) == np.uint8 and int((sub.row_c1 - sub.row_c0).max()) <= (
+        UINT16_MAX_CHANNELS
+    )
 
 
 def subband_cpu(
@@ -376,11 +406,14 @@ def subband_cpu(
     sub: SubbandPlan,
     y: np.ndarray,
     chunk: int,
+    offset: float = 0.0,
+    scale: float = 1.0,
 ) -> None:
     """Two-stage dedispersion of ``data [nbatch, nchan, nsamp]`` into ``out``.
 
     Output time is processed in passes of ``chunk`` samples; ``y`` is scratch of shape
-    ``[nbatch, >= sub.buffer_len(chunk)]`` float32 (from the pool), reused by every pass.
+    ``[nbatch, >= sub.buffer_len(chunk)]`` (from the pool), reused by every pass: float32,
+    or uint16 where :func:`integer_stage1` allows. ``out = (sum - offset) * scale``.
     """
     nout = out.shape[2]
     for t_offset in range(0, nout, chunk):
@@ -389,7 +422,7 @@ def subband_cpu(
         subband_stage1(
             data, delays, sub.rows, ptr, lengths, y, t_offset, tiling.tile_dm, tiling.tile_t
         )
-        subband_stage2(y, base, out, tiling.tile_dm, tiling.tile_t, t_offset, n)
+        subband_stage2(y, base, out, tiling.tile_dm, tiling.tile_t, t_offset, n, offset, scale)
 
 
 def speedup_estimate(sub: SubbandPlan, nchan: int, nout: int) -> float:
@@ -403,6 +436,7 @@ __all__ = [
     "build_subband_plan",
     "cached_subband_plan",
     "chunk_length",
+    "integer_stage1",
     "speedup_estimate",
     "subband_cpu",
 ]

@@ -22,6 +22,7 @@ from drafts_ops.detect.kernels import (
     channel_moments,
     decimate_into,
     normalise_into,
+    quantise_in_place,
 )
 from drafts_ops.errors import ParameterError
 from drafts_ops.io.header import Header
@@ -321,6 +322,30 @@ def prepare_block(
         if b == nvalid:
             break
     return bad_any
+
+
+#: The uint8 level of a normalised 0 in :func:`quantise_block`.
+QUANTISED_ZERO = 128
+
+
+def quantise_block(x: np.ndarray, limit: float) -> tuple[np.ndarray, float, float]:
+    """Normalised samples held within ``±limit`` as uint8, for the sub-band kernel's
+    16-bit integer stage 1: ``128 + rint(x * 127 / limit)``, written over the first quarter
+    of ``x``'s own memory (no second buffer; ``x`` is spent).
+
+    Returns the uint8 samples (a view of that memory, ``x``'s shape) and ``(offset,
+    scale)`` such that ``x ~ (samples - offset) * scale`` (pass both to ``dedisperse``).
+    The rounding adds noise of rms ``scale / sqrt(12)`` to each sample (0.014 of the unit
+    noise at ``limit`` 6): S/N lower by 0.01 %.
+    """
+    if not limit > 0:
+        raise ParameterError(f"quantise_block: limit = {limit} must be positive")
+    if x.dtype != np.float32 or not x.flags.c_contiguous:
+        raise ParameterError(f"quantise_block: needs C-contiguous float32, not {x.dtype}")
+    level = (255 - QUANTISED_ZERO) / float(limit)
+    quantise_in_place(x, level)
+    samples = x.reshape(-1).view(np.uint8)[: x.size].reshape(x.shape)
+    return samples, float(QUANTISED_ZERO), 1.0 / level
 
 
 #: Samples blanked on each side of a clipped impulse, after growing it over the samples
