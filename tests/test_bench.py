@@ -24,7 +24,8 @@ TINY = BenchConfig(nchans=16, dm_max=40.0, dm_step=1.0, nout=300, repeats=2)
 def test_run_bench_tiny():
     results, meta = run_bench(TINY)
     assert list(results) == [
-        "reference", "prototype", "production-brute", "production-subband", "production-fast"
+        "reference", "prototype", "production-brute", "production-subband",
+        "production-subband-8bit", "production-fast",
     ]  # fmt: skip
     assert meta["ndm"] == 41
     ref, proto = results["reference"], results["prototype"]
@@ -39,6 +40,8 @@ def test_run_bench_tiny():
     assert ref.max_rel_diff_vs_prototype < 1e-6
     assert results["production-brute"].max_rel_diff_vs_prototype < 1e-5
     assert results["production-fast"].ndm_measured == 41  # equal DM coverage
+    eight_bit, float32 = results["production-subband-8bit"], results["production-subband"]
+    assert eight_bit.max_rel_diff_vs_prototype == float32.max_rel_diff_vs_prototype  # same sums
     text = format_table(results, meta)
     assert "scaled from 32 DMs" in text and "41 trials" in text
 
@@ -66,7 +69,8 @@ def test_cli_json(capsys):
     assert main([*argv, "--repeats", "1"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert set(report) == {
-        "reference", "prototype", "production-brute", "production-subband", "production-fast"
+        "reference", "prototype", "production-brute", "production-subband",
+        "production-subband-8bit", "production-fast",
     }  # fmt: skip
     for figures in report.values():
         assert figures["seconds"] > 0 and figures["ops_per_s"] > 0
