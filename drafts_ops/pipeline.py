@@ -108,7 +108,9 @@ class SearchConfig:
         Hold every normalised sample within this many sigmas (0 turns it off): bright
         narrow-band RFI that no channel statistic catches (a signal drifting through the
         band) then cannot raise the measured noise of every DM trial; a burst loses S/N
-        only where single samples of a single channel exceed it.
+        only where single samples of a single channel exceed it. Held samples also fit
+        8 bits: the CPU sub-band search then hands its kernel uint8 samples (2x faster;
+        :attr:`quantises`); 0 keeps float32.
     clip_impulses : float
         Blank time samples whose mean over the channels is more than this many robust
         sigmas from its median (broadband zero-DM impulses; 0 turns it off; see
