@@ -336,7 +336,9 @@ def quantise_block(x: np.ndarray, limit: float) -> tuple[np.ndarray, float, floa
     Returns the uint8 samples (a view of that memory, ``x``'s shape) and ``(offset,
     scale)`` such that ``x ~ (samples - offset) * scale`` (pass both to ``dedisperse``).
     The rounding adds noise of rms ``scale / sqrt(12)`` to each sample (0.014 of the unit
-    noise at ``limit`` 6): S/N lower by 0.01 %.
+    noise at ``limit`` 6): S/N lower by 0.01 %. Levels 0..255 stand for ``-128 * scale``
+    .. ``127 * scale``: a sample beyond them (zero-DM subtraction can push one past
+    ``limit``) is held there.
     """
     if not limit > 0:
         raise ParameterError(f"quantise_block: limit = {limit} must be positive")
