@@ -103,13 +103,15 @@ def _production(
             plan = plan.decimated()
 
         out: list[np.ndarray] = []
-        as_uint8: dict[int, np.ndarray] = {}  # the same samples as uint8, made once
+        as_uint8: list[tuple[np.ndarray, np.ndarray]] = []  # (data, its uint8 copy), made once
 
         def run(data: np.ndarray) -> np.ndarray:
             if not out:  # the operator writes into one output array, reused across repeats
                 out.append(np.empty((plan.ndm, data.shape[1] - plan.max_delay), np.float32))
             if eight_bit:
-                data = as_uint8.setdefault(id(data), data.astype(np.uint8))
+                if not as_uint8 or as_uint8[0][0] is not data:
+                    as_uint8[:] = [(data, data.astype(np.uint8))]
+                data = as_uint8[0][1]
             return dedisperse(data, plan, algorithm=algorithm, out=out[0])
 
         return run

@@ -124,7 +124,8 @@ def _subband_cpu(data, trials: Trials, out, ctx: Context) -> None:
     ctx.last_tiling = tiled.last_tiling
     # One flat scratch of the budget's size, shared by every plan a thread runs (the
     # channel ranges of a sub-band search run one after another): not one per plan.
-    size = max(shape[0] * shape[1] * scratch.itemsize // 4 + 1, SUBBAND_SCRATCH_BYTES // 4)
+    floats = -(-shape[0] * shape[1] * scratch.itemsize // 4)  # the pool's buffer is float32
+    size = max(floats, SUBBAND_SCRATCH_BYTES // 4)
     flat = ctx.pool.get("subband-stage1", (size,), np.float32).view(scratch)
     y = flat[: shape[0] * shape[1]].reshape(shape)
     nchan = data.shape[1]
