@@ -232,13 +232,14 @@ def _compare(
 def format_table(results: dict[str, BenchResult], meta: dict[str, Any]) -> str:
     """Human-readable benchmark report."""
     cfg = meta["config"]
+    width = max(18, *(len(name) + 2 for name in results))
     lines = [
         f"dedispersion benchmark: {cfg['nchans']} channels from {cfg['fch1']:g} MHz "
         f"(foff {cfg['foff']:g} MHz), tsamp {cfg['tsamp'] * 1e6:g} us, "
         f"DM {cfg['dm_min']:g}-{cfg['dm_max']:g} step {cfg['dm_step']:g} ({meta['ndm']} trials), "
         f"{cfg['nout']} output samples (max delay {meta['max_delay']}), "
         f"median of up to {cfg['repeats']} repeats after warm-up",
-        f"{'path':<18}{'seconds':>10}{'Gop/s':>9}{'realtime x':>12}{'vs prototype':>14}  note",
+        f"{'path':<{width}}{'seconds':>10}{'Gop/s':>9}{'realtime x':>12}{'vs prototype':>14}  note",
     ]
     for name, r in results.items():
         note = f"scaled from {r.ndm_measured} DMs" if r.scaled else ""
@@ -246,7 +247,7 @@ def format_table(results: dict[str, BenchResult], meta: dict[str, Any]) -> str:
             note += f"{'; ' if note else ''}max rel diff {r.max_rel_diff_vs_prototype:.1e}"
         speed = f"{r.speedup_vs_prototype:.2f}x" if r.speedup_vs_prototype else "-"
         lines.append(
-            f"{name:<18}{r.seconds:>10.3f}{r.ops_per_s / 1e9:>9.2f}"
+            f"{name:<{width}}{r.seconds:>10.3f}{r.ops_per_s / 1e9:>9.2f}"
             f"{r.realtime_factor:>12.3f}{speed:>14}  {note}"
         )
     lines.append("ops = channels x output samples x DM trials; realtime x = observed s / wall s")
