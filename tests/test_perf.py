@@ -67,3 +67,17 @@ def test_read_perf_rejects_other_documents(tmp_path: Path) -> None:
     (tmp_path / "perf.json").write_text('{"schema": "other"}')
     with pytest.raises(DraftsError, match="not a drafts-ops/perf"):
         read_perf(tmp_path)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_peak_rss_is_the_process_own_not_its_parents() -> None:
+    """A search run as a child of a big process (the benchmark, a survey) reports its own
+    peak memory: Linux's ru_maxrss would report the parent's 300 MiB."""
+    import subprocess
+    import sys
+
+    held = np.ones(300 * 1024**2 // 8)  # touched: resident in this process
+    code = "from drafts_ops.perf import peak_rss_mib; print(peak_rss_mib())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    assert held.sum() > 0 and float(done.stdout) < 200.0
