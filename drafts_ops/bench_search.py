@@ -157,10 +157,12 @@ def kernel_realtime_factor(path: Path, config: SearchBenchConfig, mode: str,
     data = rng.standard_normal((dm_plan.nchan, block.read_len), dtype=np.float32)
     affine = {}
     if cfg.quantises:  # the search's own kernel input: 8-bit samples
-        from drafts_ops.detect.preprocess import quantise_block
+        from drafts_ops.detect.preprocess import prepare_block, quantised_levels
 
-        data, offset, scale = quantise_block(np.clip(data, -cfg.clip_pixels, cfg.clip_pixels),
-                                             cfg.clip_pixels)  # fmt: skip
+        levels = np.empty(data.shape, np.uint8)
+        prepare_block(data, data.shape[1], levels, auto=False, clip_pixels=cfg.clip_pixels)
+        data = levels
+        offset, scale = quantised_levels(cfg.clip_pixels)
         affine = {"offset": offset, "scale": scale}
     out = np.empty((dm_plan.ndm, block.read_len - dm_plan.max_delay), np.float32)
     run = lambda: dedisperse(data, dm_plan, mode=mode, algorithm=cfg.algorithm, out=out,  # noqa: E731

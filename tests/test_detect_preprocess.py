@@ -167,20 +167,53 @@ def test_decimated_blocks_take_their_statistics_from_histograms(rng, monkeypatch
         np.testing.assert_array_equal(got, expected)
 
 
-def test_quantise_block_writes_uint8_over_the_block_it_reads(rng):
-    """``128 + rint(x * 127 / limit)`` in the first quarter of the float block's own
-    memory; ``(q - offset) * scale`` gives back every sample within half a step."""
-    from drafts_ops.detect.preprocess import quantise_block
+def _impulsive_block(rng, nchan=48, nt=40000):
+    """8-bit noise with a bandpass, a dead channel, a broadband impulse and a slow
+    broadband ripple (what zero-DM subtraction removes)."""
+    gains = rng.uniform(3.0, 8.0, nchan)[:, None]
+    data = 60.0 + 2.0 * np.arange(nchan)[:, None] + gains * rng.normal(size=(nchan, nt))
+    data[5] = 42.0  # no spread: masked
+    data[:, 20000:20004] += 60.0  # broadband impulse: blanked
+    data += (3.0 * np.sin(np.arange(nt) / 700.0)).astype(np.float32)
+    return np.clip(np.rint(data), 0, 255).astype(np.uint8)
 
-    x = np.clip(rng.standard_normal((37, 1001)) * 2, -6, 6).astype(np.float32)
-    original = x.copy()
-    q, offset, scale = quantise_block(x, 6.0)
-    assert q.dtype == np.uint8 and q.shape == x.shape and np.shares_memory(q, x)
-    expected = np.clip(np.rint(original * (127 / 6.0)) + 128, 0, 255).astype(np.uint8)
-    np.testing.assert_array_equal(q, expected)
-    back = (q.astype(np.float64) - offset) * scale
-    assert np.abs(back - original).max() <= scale / 2 + 1e-6
-    with pytest.raises(ParameterError, match="limit"):
-        quantise_block(np.zeros((2, 3), np.float32), 0.0)
-    with pytest.raises(ParameterError, match="C-contiguous float32"):
-        quantise_block(np.zeros((3, 4), np.float32)[:, ::2], 6.0)
+
+@pytest.mark.parametrize("zero_dm", [False, True])
+def test_8bit_preparation_is_the_float_preparation_quantised(rng, zero_dm):
+    """Into a uint8 ``out`` the block's normalised samples (impulses blanked, zero-DM
+    subtracted, masked channels at the zero level) arrive as ``128 + rint(x * 127 /
+    clip_pixels)``, exactly the levels of the float32 preparation; written over the uint8
+    data themselves they are the same; ``quantised_levels`` turns them back into
+    normalised units within half a step."""
+    from drafts_ops.detect.preprocess import prepare_block, quantised_levels
+
+    data = _impulsive_block(rng)
+    nvalid = data.shape[1] - 300  # the rest: padding at the zero level
+    options = {"zero_dm": zero_dm, "clip_sigma": 10.0, "clip_pixels": 6.0}
+    normalised = np.empty(data.shape, np.float32)
+    bad = prepare_block(data, nvalid, normalised, **options)
+    assert bad[5] and bad.sum() == 1
+    assert np.all(normalised[:, 20000:20004] == 0.0)  # the impulse blanked
+    levels = np.empty(data.shape, np.uint8)
+    assert np.array_equal(prepare_block(data, nvalid, levels, **options), bad)
+    expected = np.clip(np.rint(normalised * np.float32(127 / 6.0)) + 128, 0, 255)
+    np.testing.assert_array_equal(levels, expected.astype(np.uint8))
+    assert np.all(levels[5] == 128) and np.all(levels[:, nvalid:] == 128)
+    in_place = data.copy()
+    prepare_block(in_place, nvalid, in_place, **options)
+    np.testing.assert_array_equal(in_place, levels)
+    offset, scale = quantised_levels(6.0)
+    back = (levels.astype(np.float64) - offset) * scale
+    assert np.abs(back - normalised).max() <= scale / 2 + 1e-6
+    if zero_dm:  # the ripple is gone from the band mean
+        assert np.abs(normalised[~bad, :nvalid].mean(axis=0)).max() < 1e-3
+
+
+def test_8bit_preparation_needs_a_clipping_limit(rng):
+    from drafts_ops.detect.preprocess import prepare_block, quantised_levels
+
+    data = _impulsive_block(rng, nt=100)
+    with pytest.raises(ParameterError, match="clip_pixels > 0"):
+        prepare_block(data, 100, np.empty(data.shape, np.uint8))
+    with pytest.raises(ParameterError, match="clipping limit"):
+        quantised_levels(0.0)

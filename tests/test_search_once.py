@@ -310,9 +310,9 @@ def test_decimated_blocks_are_normalised_where_they_were_read(source, request, t
     in_place = []
     real = pipeline.search_block
 
-    def recording(data, plan, block, dm_plan, buffers=None):
+    def recording(data, plan, block, dm_plan, buffers=None, **options):
         in_place.append(np.shares_memory(data, buffers.prepared))
-        return real(data, plan, block, dm_plan, buffers)
+        return real(data, plan, block, dm_plan, buffers, **options)
 
     monkeypatch.setattr(pipeline, "search_block", recording)
     got = Giants.load(pipeline.search_segment(range(len(plan.blocks)), observation, plan,
@@ -417,3 +417,48 @@ def test_the_sub_band_search_hands_its_kernel_8_bit_samples(observation, tmp_pat
             match = [q for q in found.candidates
                      if abs(q.tcand_s - c.tcand_s) < 0.01 and abs(q.dm - c.dm) < 5]  # fmt: skip
             assert match and abs(match[0].snr - c.snr) < 0.02 * c.snr
+
+
+def test_8_bit_blocks_are_quantised_over_the_samples_read(observation, tmp_path, monkeypatch):
+    """Without decimation the search writes each full block's 8-bit kernel input over the
+    raw 8-bit samples it read (no second block buffer: longer blocks in the same budget;
+    the last, shorter block goes to a buffer), with the same giants as a search that
+    keeps the samples read."""
+    from drafts_ops import dedisp
+    from drafts_ops.detect.single_pulse import Giants
+
+    cfg = pipeline.SearchConfig(dm_max=300.0, block_size=4096)
+    plan = pipeline.plan_search(observation, cfg)
+    assert cfg.quantises and len(plan.blocks) >= 3
+    read, given = [], []
+    real_read, real_dedisperse = pipeline.read_searched, dedisp.dedisperse
+
+    def reading(*args, **kwargs):
+        read.append(real_read(*args, **kwargs))
+        return read[-1]
+
+    def dedispersing(data, *args, **kwargs):
+        given.append(data)
+        return real_dedisperse(data, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "read_searched", reading)
+    monkeypatch.setattr(dedisp, "dedisperse", dedispersing)
+    spent = Giants.load(pipeline.search_segment(range(len(plan.blocks)), observation, plan,
+                                                tmp_path / "spent"))  # fmt: skip
+    over_read = [np.shares_memory(d, r) for d, r in zip(given, read, strict=True)]
+    full = [b.read_stop - b.read_start == b.read_len for b in plan.blocks]
+    assert over_read[:-1] == full[:-1] and any(over_read)
+    real_search = pipeline.search_block
+
+    def keeping(*args, **kwargs):
+        return real_search(*args, **{**kwargs, "spend_data": False})
+
+    monkeypatch.setattr(pipeline, "search_block", keeping)
+    given.clear()
+    read.clear()
+    kept = Giants.load(pipeline.search_segment(range(len(plan.blocks)), observation, plan,
+                                               tmp_path / "kept"))  # fmt: skip
+    assert not any(np.shares_memory(d, r) for d, r in zip(given, read, strict=True))
+    assert len(spent) == len(kept) > 0
+    for name in ("dm_index", "sample", "width", "snr"):
+        np.testing.assert_array_equal(getattr(spent, name), getattr(kept, name))

@@ -14,15 +14,16 @@ from typing import Literal
 import numpy as np
 
 from drafts_ops.detect.kernels import (
-    blank_samples,
-    channel_mean_series,
+    QUANTISED_ZERO,
     channel_median_mad_int,
     channel_median_mad_u8,
     channel_median_scale,
     channel_moments,
     decimate_into,
     normalise_into,
-    quantise_in_place,
+    normalised_mean_series,
+    quantise_normalised_in_place,
+    quantise_normalised_into,
 )
 from drafts_ops.errors import ParameterError
 from drafts_ops.io.header import Header
@@ -278,7 +279,7 @@ def prepare_block(
     clip_pixels: float = 0.0,
     sums_of: int = 0,
 ) -> np.ndarray:
-    """Normalise and mask ``data[:, :nvalid]`` into ``out`` (float32, zero beyond nvalid).
+    """Normalise and mask ``data[:, :nvalid]`` into ``out`` (zero beyond nvalid).
 
     The streaming search's preprocessing in one pass over the block, in the block's own
     dtype (uint8 / uint16 / float32, no float64 copy): per channel, median and robust sigma
@@ -288,66 +289,110 @@ def prepare_block(
     ``±clip_pixels`` (when > 0: a bright narrow-band RFI pixel, e.g. of a signal drifting
     through the band faster than channel statistics can see, then adds no more than a
     noise outlier, while a burst keeps at least ``clip_pixels`` per pixel); broadband
-    impulses blanked (:func:`clip_impulses`, when ``clip_sigma`` > 0); optional zero-DM
+    impulses blanked (:func:`impulse_flags`, when ``clip_sigma`` > 0); optional zero-DM
     subtraction. ``sums_of``: the samples each of ``data``'s averages took (a decimating
     search; their statistics then come from histograms, :func:`channel_location_scale`).
+
+    ``out`` float32 receives the normalised samples; ``out`` uint8 (``clip_pixels`` > 0)
+    receives them as 8-bit levels, :func:`quantised_levels` saying what they stand for,
+    and may be ``data`` itself (uint8 data are then overwritten; no second buffer).
     Returns the channels masked in any piece (True = bad).
     """
     x = _as_block_any(data)
-    if out.shape[0] != x.shape[0] or out.shape[1] < nvalid or out.dtype != np.float32:
+    quantised = out.dtype == np.uint8
+    if out.shape[0] != x.shape[0] or out.shape[1] < nvalid or out.dtype not in (
+        np.float32, np.uint8
+    ):  # fmt: skip
         raise ParameterError(f"prepare_block: out {out.shape} does not fit {x.shape} data")
+    if quantised and not clip_pixels > 0:
+        raise ParameterError("prepare_block: 8-bit output needs clip_pixels > 0")
+    in_place = quantised and _same_memory(out, x)
+    if quantised and not in_place and np.may_share_memory(out, x):
+        raise ParameterError("prepare_block: 8-bit out overlaps data without being it")
     nvalid = int(min(nvalid, x.shape[1]))
     static = np.zeros(x.shape[0], bool) if mask is None else _check_mask(mask, x.shape[0])
     bad_any = static.copy()
-    out[:, nvalid:] = 0.0
+    limit = clip_pixels if clip_pixels > 0 else np.inf
     for a in range(0, nvalid, NORM_CHUNK):  # local statistics: RFI that comes and goes
         b = nvalid if nvalid - a < 2 * NORM_CHUNK else a + NORM_CHUNK
         piece = x[:, a:b]
-        stats = channel_location_scale(piece, b - a, method, sums_of=sums_of)
-        if np.any(stats[:, 1] <= 0):  # coarsely quantised channels: fall back to the std
-            std = channel_moments(piece, b - a)[:, 1]
-            stats[:, 1] = np.where(stats[:, 1] > 0, stats[:, 1], std)
-        bad = static | (stats[:, 1] <= 0)
-        if auto and b - a > 1:
-            bad |= auto_mask(piece, threshold)
-        weight = np.where(bad, 0.0, 1.0 / np.where(stats[:, 1] > 0, stats[:, 1], 1.0))
-        limit = clip_pixels if clip_pixels > 0 else np.inf
-        normalise_into(piece, b - a, stats[:, 0], weight, out[:, a:b], limit)
+        offset, weight, bad = _piece_scaling(
+            piece, static, method=method, auto=auto, threshold=threshold, sums_of=sums_of
+        )
         bad_any |= bad
-        if clip_sigma > 0:
-            clip_impulses(out[:, a:b], ~bad, clip_sigma)
-        if zero_dm and (~bad).any():
-            series = out[~bad, a:b].mean(axis=0)
-            out[~bad, a:b] -= series
+        zero, gate = _impulses_and_zero_dm(
+            piece, offset, weight, limit=limit, clip_sigma=clip_sigma, zero_dm=zero_dm
+        )
+        if in_place:
+            level = 1.0 / quantised_levels(limit)[1]
+            quantise_normalised_in_place(out[:, a:b], b - a, offset, weight, limit, zero, gate,
+                                         level)  # fmt: skip
+        elif quantised:
+            level = 1.0 / quantised_levels(limit)[1]
+            quantise_normalised_into(piece, b - a, offset, weight, limit, zero, gate, level,
+                                     out[:, a:b])  # fmt: skip
+        else:
+            normalise_into(piece, b - a, offset, weight, limit, zero, gate, out[:, a:b])
         if b == nvalid:
             break
+    out[:, nvalid:] = QUANTISED_ZERO if quantised else 0.0
     return bad_any
 
 
-#: The uint8 level of a normalised 0 in :func:`quantise_block`.
-QUANTISED_ZERO = 128
+def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` are the same samples (address, dtype, strides)."""
+    return (a.dtype == b.dtype and a.strides == b.strides
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])  # fmt: skip
 
 
-def quantise_block(x: np.ndarray, limit: float) -> tuple[np.ndarray, float, float]:
-    """Normalised samples held within ``±limit`` as uint8, for the sub-band kernel's
-    16-bit integer stage 1: ``128 + rint(x * 127 / limit)``, written over the first quarter
-    of ``x``'s own memory (no second buffer; ``x`` is spent).
+def _piece_scaling(
+    piece: np.ndarray, static: np.ndarray, *, method: NormMethod, auto: bool, threshold: float,
+    sums_of: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Per channel of one piece: ``(offset, weight, bad)``, median, 1 / robust sigma (0 for
+    a bad channel) and the mask (static, zero spread, :func:`auto_mask`)."""
+    n = piece.shape[1]
+    stats = channel_location_scale(piece, n, method, sums_of=sums_of)
+    if np.any(stats[:, 1] <= 0):  # coarsely quantised channels: fall back to the std
+        std = channel_moments(piece, n)[:, 1]
+        stats[:, 1] = np.where(stats[:, 1] > 0, stats[:, 1], std)
+    bad = static | (stats[:, 1] <= 0)
+    if auto and n > 1:
+        bad |= auto_mask(piece, threshold)
+    weight = np.where(bad, 0.0, 1.0 / np.where(stats[:, 1] > 0, stats[:, 1], 1.0))
+    return stats[:, 0], weight, bad
 
-    Returns the uint8 samples (a view of that memory, ``x``'s shape) and ``(offset,
-    scale)`` such that ``x ~ (samples - offset) * scale`` (pass both to ``dedisperse``).
-    The rounding adds noise of rms ``scale / sqrt(12)`` to each sample (0.014 of the unit
-    noise at ``limit`` 6): S/N lower by 0.01 %. Levels 0..255 stand for ``-128 * scale``
-    .. ``127 * scale``: a sample beyond them (zero-DM subtraction can push one past
-    ``limit``) is held there.
-    """
-    if not limit > 0:
-        raise ParameterError(f"quantise_block: limit = {limit} must be positive")
-    if x.dtype != np.float32 or not x.flags.c_contiguous:
-        raise ParameterError(f"quantise_block: needs C-contiguous float32, not {x.dtype}")
-    level = (255 - QUANTISED_ZERO) / float(limit)
-    quantise_in_place(x, level)
-    samples = x.reshape(-1).view(np.uint8)[: x.size].reshape(x.shape)
-    return samples, float(QUANTISED_ZERO), 1.0 / level
+
+def _impulses_and_zero_dm(
+    piece: np.ndarray, offset: np.ndarray, weight: np.ndarray, *, limit: float,
+    clip_sigma: float, zero_dm: bool,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``(zero, gate)`` float32 ``[n]`` for :func:`~drafts_ops.detect.kernels.normalise_into`:
+    the zero-DM series to subtract (0 without ``zero_dm``) and 0 at the samples of a
+    broadband impulse (:func:`impulse_flags`, ``clip_sigma`` > 0), 1 elsewhere; both from
+    the mean over the unmasked channels of the normalised piece, computed from the raw one."""
+    n = piece.shape[1]
+    zero, gate = np.zeros(n, np.float32), np.ones(n, np.float32)
+    if (clip_sigma > 0 or zero_dm) and np.any(weight != 0):
+        series = normalised_mean_series(piece, n, offset, weight, limit)
+        if clip_sigma > 0:
+            gate[impulse_flags(series, clip_sigma)] = 0.0
+        if zero_dm:  # the mean of what is left: 0 where blanked
+            zero[:] = series * gate
+    return zero, gate
+
+
+def quantised_levels(limit: float) -> tuple[float, float]:
+    """``(offset, scale)`` of the 8-bit samples :func:`prepare_block` writes for normalised
+    samples held within ``±limit``: a level ``q`` stands for ``(q - offset) * scale``
+    (pass both to ``dedisperse``). Levels are ``128 + rint(x * 127 / limit)``: rounding
+    adds noise of rms ``scale / sqrt(12)`` to each sample (0.014 of the unit noise at
+    ``limit`` 6), S/N lower by 0.01 %; levels 0..255 stand for ``-128 * scale`` ..
+    ``127 * scale``: a sample beyond them (zero-DM subtraction can push one past
+    ``limit``) is held there."""
+    if not limit > 0 or not np.isfinite(limit):
+        raise ParameterError(f"8-bit samples need a finite clipping limit > 0, not {limit}")
+    return float(QUANTISED_ZERO), float(limit) / (255 - QUANTISED_ZERO)
 
 
 #: Samples blanked on each side of a clipped impulse, after growing it over the samples
@@ -367,22 +412,21 @@ def _grow(core: np.ndarray, wide: np.ndarray) -> np.ndarray:
     return grown
 
 
-def clip_impulses(normalised: np.ndarray, good: np.ndarray, sigma: float) -> np.ndarray:
-    """Blank (set to 0, the normalised median) every time sample where the mean over the
-    ``good`` channels of ``normalised [nchan, nt]`` lies more than ``sigma`` robust
-    standard deviations from its median, with the wings around it (down to
-    :data:`CLIP_EXTEND_SIGMA`) and :data:`CLIP_MARGIN` samples either side.
+def impulse_flags(series: np.ndarray, sigma: float) -> np.ndarray:
+    """The time samples to blank (True) for the band-mean ``series`` of normalised data:
+    where it lies more than ``sigma`` robust standard deviations from its median, with the
+    wings around it (down to :data:`CLIP_EXTEND_SIGMA`) and :data:`CLIP_MARGIN` samples
+    either side.
 
     A broadband zero-DM impulse is tens to thousands of sigma in this mean; a dispersed
     burst spreads over its sweep and stays far below (a burst at DM ~0 that bright is
     clipped too: use ``clip_sigma=0`` for nearby pulsars). Without this, each impulse
     leaves a seconds-long plateau across the high-DM trials that raises their measured
-    noise and hides the bursts there. Returns the flagged samples (True = blanked).
+    noise and hides the bursts there.
     """
-    nt = normalised.shape[1]
-    if nt < 8 or not np.any(good):
+    nt = series.size
+    if nt < 8:
         return np.zeros(nt, bool)
-    series = channel_mean_series(normalised, np.asarray(good, np.bool_), nt)
     median = float(np.median(series))
     scale = 1.4826 * float(np.median(np.abs(series - median)))
     if scale <= 0:
@@ -395,8 +439,6 @@ def clip_impulses(normalised: np.ndarray, good: np.ndarray, sigma: float) -> np.
         for k in range(1, CLIP_MARGIN + 1):
             flagged[np.clip(idx - k, 0, nt - 1)] = True
             flagged[np.clip(idx + k, 0, nt - 1)] = True
-    if flagged.any():
-        blank_samples(normalised, flagged)
     return flagged
 
 
