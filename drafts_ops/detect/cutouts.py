@@ -34,10 +34,10 @@ from drafts_ops.detect.kernels import (
     rebin_rows_into,
     strided_dedisperse,
     strided_shift,
-    transpose_into_kernel,
 )
 from drafts_ops.detect.preprocess import channel_location_scale
 from drafts_ops.errors import ParameterError
+from drafts_ops.io.reader import transpose_into
 
 #: Samples per channel (the start of the window) from which a cutout's median and IQR are
 #: taken.
@@ -227,7 +227,7 @@ def _cutouts(  # noqa: PLR0917
         if time_major:
             part = part[:, : max(min(start + int(lengths[c0:c1].max()) - lo, part.shape[1]), 0)]
             out = transposed[: part.size].reshape(part.shape)
-            transpose_into_kernel(part.T, out)
+            transpose_into(out, part.T)
             part = out
         normalised_phased_sums(part, lo - start, offset[c0:c1], weight[c0:c1], factor, rows,
                                scratch)  # fmt: skip
@@ -286,7 +286,9 @@ def _channel_scaling(
     if mask.shape != (nchan,):
         raise ParameterError(f"channel mask of shape {mask.shape} does not fit {nchan} channels")
     lo = max(start, 0)
-    head = np.ascontiguousarray(data[:, lo : max(lo, min(lo + CUTOUT_STATS_SAMPLES, stop, nt))])
+    view = data[:, lo : max(lo, min(lo + CUTOUT_STATS_SAMPLES, stop, nt))]
+    head = np.empty(view.shape, view.dtype)  # a transposed view of the file's spectra: 10x
+    transpose_into(head, view.T)  # faster than numpy's copy
     if head.shape[1] == 0:
         return np.zeros(nchan), np.zeros(nchan)
     if head.dtype not in (np.uint8, np.uint16, np.float32):

@@ -106,7 +106,7 @@ def channel_statistics(data: np.ndarray, nvalid: int | None = None) -> dict[str,
     (Nita & Gary 2010), which is ~1/N for a channel that integrates N Gaussian samples.
     One pass over ``data[:, :nvalid]`` in its own dtype (no float copy of the block).
     """
-    x = _as_block_any(data)
+    x = _as_block_any(data, contiguous=False)  # channel_moments takes any strides
     m = x.shape[1] if nvalid is None else int(nvalid)
     pieces = KURTOSIS_PIECES if m >= KURTOSIS_PIECES * KURTOSIS_MIN_SAMPLES else 1
     edges = np.linspace(0, m, pieces + 1).astype(np.int64)
@@ -475,11 +475,13 @@ def decimate_block(data: np.ndarray, time_factor: int, freq_factor: int) -> np.n
     return out
 
 
-def _as_block_any(data: np.ndarray) -> np.ndarray:
-    """A 2-D block in a dtype the kernels read (uint8/uint16/float32; others as float32)."""
+def _as_block_any(data: np.ndarray, *, contiguous: bool = True) -> np.ndarray:
+    """A 2-D block in a dtype the kernels read (uint8/uint16/float32; others as float32),
+    C-contiguous unless ``contiguous`` is False (kernels that take any strides: a piece of
+    a block is then not copied)."""
     x = np.asarray(data)
     if x.ndim != 2 or x.shape[1] == 0:
         raise ParameterError(f"expected a block [nchan, nt] with nt > 0, got shape {x.shape}")
     if x.dtype not in (np.uint8, np.uint16, np.float32):
         x = x.astype(np.float32)
-    return np.ascontiguousarray(x)
+    return np.ascontiguousarray(x) if contiguous else x

@@ -155,7 +155,28 @@ def transpose_into(out: np.ndarray, array: np.ndarray) -> None:
     if array.size < 65536 or array.dtype.byteorder not in ("=", "|"):
         out[...] = array.T
         return
+    if _transpose_bytes(out, array):
+        return
     transpose_into_kernel(array, out)
+
+
+def _transpose_bytes(out: np.ndarray, array: np.ndarray) -> bool:
+    """``out[...] = array.T`` for uint8 arrays whose rows are contiguous, 8 x 8 bytes at a
+    time through uint64 words (the edges left by sizes that are not multiples of 8 by
+    numpy); False (nothing done) for other arrays."""
+    from drafts_ops.detect.kernels import transpose_bytes_kernel
+
+    if array.dtype != np.uint8 or out.dtype != np.uint8:
+        return False
+    if array.strides[1] != 1 or out.strides[1] != 1 or out.shape != array.shape[::-1]:
+        return False
+    rows, cols = (array.shape[0] // 8) * 8, (array.shape[1] // 8) * 8
+    if rows == 0 or cols == 0:
+        return False
+    transpose_bytes_kernel(array[:rows, :cols].view(np.uint64), out[:cols, :rows].view(np.uint64))
+    out[cols:, :] = array[:, cols:].T
+    out[:cols, rows:] = array[rows:, :cols].T
+    return True
 
 
 def check_finite(path: Path | str, block: np.ndarray, start: int) -> None:
