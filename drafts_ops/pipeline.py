@@ -40,12 +40,14 @@ from drafts_ops.detect.preprocess import (
     decimate_block,
     prepare_block,
     quantised_levels,
+    same_samples,
     static_mask,
 )
 from drafts_ops.detect.single_pulse import Giants, boxcar_widths, giants_above, giants_at
 from drafts_ops.errors import ParameterError
 from drafts_ops.io import open_observation
 from drafts_ops.io.header import Header
+from drafts_ops.io.reader import transpose_into
 from drafts_ops.perf import PERF_FILENAME, ObservationSize, PerfRecorder, PerfReport
 
 log = logging.getLogger(__name__)
@@ -583,7 +585,8 @@ class BlockBuffers:
     """Buffers one streaming pass reuses for every block (sized for the largest block)."""
 
     prepared: np.ndarray | None = None
-    quantised: np.ndarray | None = None  # 8-bit kernel input where the data are not spent
+    raw: np.ndarray | None = None  # 8-bit samples read, then the kernel's levels over them
+    quantised: np.ndarray | None = None  # 8-bit kernel input of samples read elsewhere
     dm_time: np.ndarray | None = None
     width_index: np.ndarray | None = None
     band_dm_time: np.ndarray | None = None  # one sub-band's (search_subbands > 1)
@@ -626,14 +629,17 @@ def search_segment(
         kept = DecimatedReader(reader, plan, Path(work_dir)) if cfg.decimates else None
         for k, i in enumerate(indices):
             block = plan.blocks[i]
-            if kept is None:
-                data = into = read_searched(reader, plan, block.read_start, block.read_stop)
+            if kept is None:  # 8-bit samples into one buffer that takes the kernel's levels
+                shape = (plan.header.nchans, block.read_len)
+                spent = cfg.quantises and plan.raw_header.nbits == 8
+                into = buffers.get("raw", shape, np.uint8) if spent else None
+                data = read_searched(reader, plan, block.read_start, block.read_stop, out=into)
             else:  # averages read into the block's float32 buffer and normalised there
                 # (search_block): one float32 copy of the block, not two
                 into = buffers.get("prepared", (plan.header.nchans, block.read_len), np.float32)
                 last = k + 1 == len(indices)
                 data = kept.read(block, into, keep_stop=block.stop if last else block.read_stop)
-            parts.append(search_block(data, plan, block, dm_plan, buffers, spend_data=kept is None))
+            parts.append(search_block(data, plan, block, dm_plan, buffers))
             # a block of another length gets a new buffer: the old one must not outlive it
             # (the first block is shorter by its padding: +90 MiB peak at FAST raw x8 x8)
             del data, into
@@ -654,17 +660,16 @@ def search_segment(
 
 def search_block(
     data: np.ndarray, plan: SearchPlan, block: BlockRange, dm_plan: DMPlan,
-    buffers: BlockBuffers | None = None, *, spend_data: bool = False,
+    buffers: BlockBuffers | None = None,
 ) -> Giants:  # fmt: skip
     """Preprocess, dedisperse and search one block's data ``[nchan, n]`` (searched
     resolution, any dtype; float32 data that lie in ``buffers.prepared`` are normalised
-    where they lie; with ``spend_data``, uint8 data of the whole block that own their
-    memory are overwritten by the kernel's 8-bit input); returns its giants in file
-    sample coordinates."""
+    where they lie, uint8 data that lie in ``buffers.raw`` are overwritten there by the
+    kernel's 8-bit input); returns its giants in file sample coordinates."""
     cfg = plan.config
     buffers = buffers or BlockBuffers()
     nreal = data.shape[1]
-    kernel_input = _kernel_input(data, block, cfg, buffers, spend_data)
+    kernel_input = _kernel_input(data, block, cfg, buffers)
     mask = static_mask(plan.raw_header.nchans, cfg.mask_channels)
     if cfg.freq_decimation > 1:
         from drafts_ops.detect.preprocess import decimate_mask
@@ -717,17 +722,18 @@ def search_block(
 
 
 def _kernel_input(
-    data: np.ndarray, block: BlockRange, cfg: SearchConfig, buffers: BlockBuffers, spend: bool
+    data: np.ndarray, block: BlockRange, cfg: SearchConfig, buffers: BlockBuffers
 ) -> np.ndarray:
     """Where a block's normalised samples go (``[nchan, block.read_len]``): 8-bit levels
-    (:attr:`SearchConfig.quantises`) over ``data`` itself when it may be spent (uint8, the
-    whole block, its own memory), else into a buffer; float32 into ``buffers.prepared``."""
+    (:attr:`SearchConfig.quantises`) over ``buffers.raw`` when ``data`` lie at its start
+    (the samples read are spent), else into a buffer of their own; float32 into
+    ``buffers.prepared``."""
     shape = (data.shape[0], block.read_len)
     if not cfg.quantises:
         return buffers.get("prepared", shape, np.float32)
-    if spend and data.dtype == np.uint8 and data.shape == shape and data.flags.c_contiguous \
-            and data.flags.writeable and data.flags.owndata:  # fmt: skip
-        return data
+    raw = buffers.raw
+    if raw is not None and raw.shape == shape and same_samples(data, raw):
+        return raw
     return buffers.get("quantised", shape, np.uint8)
 
 
@@ -843,7 +849,9 @@ def read_searched(
     Without decimation: the raw samples in their own dtype (uint8 for 8-bit data); with
     ``file_layout``, where the format allows, a transposed view of the file's own
     time-major spectra instead of a channel-major copy (for callers that read only part
-    of each channel, such as the cutouts). With
+    of each channel, such as the cutouts); ``out`` (``[nchan, >= stop - start]``, the
+    file's dtype): where the format gives its spectra as they lie, transposed into it
+    (returns a view), else a new array. With
     time / frequency decimation: float32 averages, read and decimated in chunks of about
     :data:`DECIMATION_CHUNK_BYTES`, so no full-resolution float copy of the block exists;
     ``out`` (float32 ``[nchan, >= stop - start]``): write them there (returns a view).
@@ -851,10 +859,15 @@ def read_searched(
     cfg = plan.config
     tf, ff = cfg.time_decimation, cfg.freq_decimation
     if not cfg.decimates:
-        spectra = reader.read_spectra(start, stop - start) if file_layout else None
-        return (
-            spectra.T if spectra is not None else reader.read_block(start, stop - start, raw=True)
-        )
+        wanted = file_layout or out is not None
+        spectra = reader.read_spectra(start, stop - start) if wanted else None
+        if spectra is not None and file_layout:
+            return spectra.T
+        if spectra is not None and _fits(out, spectra.T):
+            into = out[:, : spectra.shape[0]]
+            transpose_into(into, spectra)
+            return into
+        return reader.read_block(start, stop - start, raw=True)
     raw = plan.raw_header
     shape = (raw.nchans // ff, stop - start)
     if out is None:
@@ -880,6 +893,12 @@ def read_searched(
         if n < b - a:
             return out[:, : a - start + n]
     return out
+
+
+def _fits(out: np.ndarray, block: np.ndarray) -> bool:
+    """Whether ``block [nchan, n]`` can be written into the leading columns of ``out``."""
+    return (out.dtype == block.dtype and out.shape[0] == block.shape[0]
+            and out.shape[1] >= block.shape[1])  # fmt: skip
 
 
 # -- merge, cutouts, classify, write -----------------------------------------------------

@@ -420,45 +420,46 @@ def test_the_sub_band_search_hands_its_kernel_8_bit_samples(observation, tmp_pat
 
 
 def test_8_bit_blocks_are_quantised_over_the_samples_read(observation, tmp_path, monkeypatch):
-    """Without decimation the search writes each full block's 8-bit kernel input over the
-    raw 8-bit samples it read (no second block buffer: longer blocks in the same budget;
-    the last, shorter block goes to a buffer), with the same giants as a search that
-    keeps the samples read."""
+    """Without decimation the search reads every block, the last and shorter one too, into
+    one 8-bit buffer and writes the kernel's 8-bit levels over the samples there (no
+    second block buffer, and a peak memory that does not depend on where the file ends),
+    with the same giants as a search that reads each block into a new array."""
     from drafts_ops import dedisp
     from drafts_ops.detect.single_pulse import Giants
 
     cfg = pipeline.SearchConfig(dm_max=300.0, block_size=4096)
     plan = pipeline.plan_search(observation, cfg)
+    last = plan.blocks[-1]
     assert cfg.quantises and len(plan.blocks) >= 3
-    read, given = [], []
-    real_read, real_dedisperse = pipeline.read_searched, dedisp.dedisperse
-
-    def reading(*args, **kwargs):
-        read.append(real_read(*args, **kwargs))
-        return read[-1]
+    assert last.read_stop - last.read_start < last.read_len  # the last block is short
+    given, read = [], []
+    real_dedisperse, real_read = dedisp.dedisperse, pipeline.read_searched
 
     def dedispersing(data, *args, **kwargs):
         given.append(data)
         return real_dedisperse(data, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "read_searched", reading)
+    def reading(*args, **kwargs):
+        read.append(real_read(*args, **kwargs))
+        return read[-1]
+
     monkeypatch.setattr(dedisp, "dedisperse", dedispersing)
+    monkeypatch.setattr(pipeline, "read_searched", reading)
     spent = Giants.load(pipeline.search_segment(range(len(plan.blocks)), observation, plan,
                                                 tmp_path / "spent"))  # fmt: skip
-    over_read = [np.shares_memory(d, r) for d, r in zip(given, read, strict=True)]
-    full = [b.read_stop - b.read_start == b.read_len for b in plan.blocks]
-    assert over_read[:-1] == full[:-1] and any(over_read)
-    real_search = pipeline.search_block
+    assert len(given) == len(read) == len(plan.blocks)
+    assert all(np.shares_memory(g, r) for g, r in zip(given, read, strict=True))
 
-    def keeping(*args, **kwargs):
-        return real_search(*args, **{**kwargs, "spend_data": False})
+    def new_arrays(reader, plan, start, stop, **kwargs):
+        read.append(real_read(reader, plan, start, stop))
+        return read[-1]
 
-    monkeypatch.setattr(pipeline, "search_block", keeping)
+    monkeypatch.setattr(pipeline, "read_searched", new_arrays)
     given.clear()
     read.clear()
     kept = Giants.load(pipeline.search_segment(range(len(plan.blocks)), observation, plan,
                                                tmp_path / "kept"))  # fmt: skip
-    assert not any(np.shares_memory(d, r) for d, r in zip(given, read, strict=True))
+    assert not any(np.shares_memory(g, r) for g, r in zip(given, read, strict=True))
     assert len(spent) == len(kept) > 0
     for name in ("dm_index", "sample", "width", "snr"):
         np.testing.assert_array_equal(getattr(spent, name), getattr(kept, name))

@@ -26,7 +26,8 @@ is chosen to minimise it unless given. The measured S/N loss is documented in
 8-bit data whose sub-bands hold at most :data:`UINT16_MAX_CHANNELS` channels run stage 1
 in 16-bit integers (exact, twice the SIMD lanes of float32, half the scratch bytes that
 stage 2 reads): 2.2x faster on the FAST-like plan. The search hands the kernel its
-normalised blocks as such samples (``detect.preprocess.quantise_block``).
+normalised blocks as such samples (``detect.preprocess.prepare_block`` into uint8,
+``quantised_levels``).
 """
 
 from __future__ import annotations

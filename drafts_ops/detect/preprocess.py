@@ -298,7 +298,7 @@ def prepare_block(
     and may be ``data`` itself (uint8 data are then overwritten; no second buffer).
     Returns the channels masked in any piece (True = bad).
     """
-    x = _as_block_any(data)
+    x = _as_block_any(data, contiguous=False)  # the kernels take any strides
     quantised = out.dtype == np.uint8
     if out.shape[0] != x.shape[0] or out.shape[1] < nvalid or out.dtype not in (
         np.float32, np.uint8
@@ -306,7 +306,7 @@ def prepare_block(
         raise ParameterError(f"prepare_block: out {out.shape} does not fit {x.shape} data")
     if quantised and not clip_pixels > 0:
         raise ParameterError("prepare_block: 8-bit output needs clip_pixels > 0")
-    in_place = quantised and _same_memory(out, x)
+    in_place = quantised and same_samples(out, x)
     if quantised and not in_place and np.may_share_memory(out, x):
         raise ParameterError("prepare_block: 8-bit out overlaps data without being it")
     nvalid = int(min(nvalid, x.shape[1]))
@@ -339,8 +339,9 @@ def prepare_block(
     return bad_any
 
 
-def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether ``a`` and ``b`` are the same samples (address, dtype, strides)."""
+def same_samples(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` start at the same sample with the same layout (address,
+    dtype, strides): the same samples, one perhaps a leading part of the other."""
     return (a.dtype == b.dtype and a.strides == b.strides
             and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])  # fmt: skip
 
