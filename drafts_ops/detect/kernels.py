@@ -435,8 +435,22 @@ def _level(x, off, w, lim, zero, gate, scale):  # noqa: PLR0917  # pragma: no co
 def quantise_normalised_into(data, nvalid, offset, weight, limit, zero, gate, level, out):  # noqa: PLR0917
     """As :func:`normalise_into`, each normalised sample ``x`` written as the uint8
     ``QUANTISED_ZERO + rint(x * level)`` held within 0..255 (:data:`QUANTISED_ZERO`, the
-    level of 0, beyond ``nvalid`` and in masked channels). ``out`` must not be ``data``
-    (:func:`quantise_normalised_in_place`)."""
+    level of 0, beyond ``nvalid`` and in masked channels). For ``out`` = ``data`` use
+    :func:`quantise_normalised_in_place` (here it would run 10x slower)."""
+    _quantise_rows(data, nvalid, offset, weight, limit, zero, gate, level, out)
+
+
+@nb.njit(parallel=True, cache=True)
+def quantise_normalised_in_place(data, nvalid, offset, weight, limit, zero, gate, level):  # noqa: PLR0917
+    """:func:`quantise_normalised_into` with uint8 ``data`` as its own output: one array
+    inside the kernel, so the loop vectorises (two views of the same memory made LLVM
+    fall back to scalar code: 22 instead of 2 ms per FAST-like piece)."""
+    _quantise_rows(data, nvalid, offset, weight, limit, zero, gate, level, data)
+
+
+@nb.njit(inline="always")
+def _quantise_rows(data, nvalid, offset, weight, limit, zero, gate, level, out):  # noqa: PLR0917  # pragma: no cover
+    """The body of both quantising kernels (inlined: ``out`` is ``data`` in one)."""
     nchan, nt = out.shape
     lim = np.float32(limit)
     s = np.float32(level)
@@ -450,26 +464,6 @@ def quantise_normalised_into(data, nvalid, offset, weight, limit, zero, gate, le
             out[c, t] = _level(data[c, t], off, w, lim, zero[t], gate[t], s)
         for t in range(nvalid, nt):
             out[c, t] = QUANTISED_ZERO
-
-
-@nb.njit(parallel=True, cache=True)
-def quantise_normalised_in_place(data, nvalid, offset, weight, limit, zero, gate, level):  # noqa: PLR0917
-    """:func:`quantise_normalised_into` with uint8 ``data`` as its own output (one array:
-    the loop vectorises; two views of the same memory ran 10x slower, scalar)."""
-    nchan, nt = data.shape
-    lim = np.float32(limit)
-    s = np.float32(level)
-    for c in nb.prange(nchan):
-        off = np.float32(offset[c])
-        w = np.float32(weight[c])
-        row = data[c]
-        if w == 0:
-            row[:] = QUANTISED_ZERO
-            continue
-        for t in range(nvalid):
-            row[t] = _level(row[t], off, w, lim, zero[t], gate[t], s)
-        for t in range(nvalid, nt):
-            row[t] = QUANTISED_ZERO
 
 
 @nb.njit(parallel=True, cache=True)
