@@ -246,7 +246,7 @@ def run_search_bench(
     return results
 
 
-STAGE_COLUMNS = ("plan", "dedisperse_detect", "merge", "cutouts", "classify", "write")
+STAGE_COLUMNS = ("plan", "dedisperse_detect", "merge", "cutouts", "classify", "write", "report")
 
 
 def format_row(r: RunFigures) -> str:

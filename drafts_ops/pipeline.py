@@ -57,7 +57,7 @@ Detector = Literal["classical", "ml", "both"]
 PathLike = str | Path
 
 #: Stage names, in order, as they appear in ``perf.json``.
-STAGES = ("plan", "dedisperse_detect", "merge", "cutouts", "classify", "write")
+STAGES = ("plan", "dedisperse_detect", "merge", "cutouts", "classify", "write", "report")
 #: Intermediate results (per-segment giants, cutouts) live here under the output directory.
 WORK_DIR = "work"
 
@@ -1196,14 +1196,16 @@ def run_search(
         "detector": config.detector, "orchestrator": getattr(runner, "orchestrator", "direct"),
         "task_runner": runner.name, "notes": list(plan.notes),
     }  # fmt: skip
-    report = perf.report(run=run, observation=size, candidates=len(candidates))
-    report.write(out)
     from drafts_ops.report import write_search_report
 
-    outputs["report"] = write_search_report(
-        out, plan, candidates=candidates, outputs=outputs, perf=report, cutouts=cutouts,
-        masked=masked_fraction(work),
-    )  # fmt: skip
+    with perf.stage("report", **extent):  # the page shows the stages before it
+        before = perf.report(run=run, observation=size, candidates=len(candidates))
+        outputs["report"] = write_search_report(
+            out, plan, candidates=candidates, outputs=outputs, perf=before, cutouts=cutouts,
+            masked=masked_fraction(work),
+        )  # fmt: skip
+    report = perf.report(run=run, observation=size, candidates=len(candidates))
+    report.write(out)
     if not keep_intermediates:
         shutil.rmtree(work, ignore_errors=True)
     write_manifest(out, [*outputs.values(), out / PERF_FILENAME])

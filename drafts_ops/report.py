@@ -181,7 +181,7 @@ def write_search_report(
 <p>{header.nchans} channels, {header.fmin:.1f}-{header.fmax:.1f} MHz, {header.tsamp * 1e6:.3f} us,
 {header.tobs:.2f} s searched; DM {plan.dms[0]:g}-{plan.dms[-1]:.0f} pc cm<sup>-3</sup>
 ({len(plan.dms)} trials); {len(candidates)} candidates, {bursts} bursts by the classifier;
-{perf.wall_s:.1f} s wall (real-time x{perf.realtime_factor or 0:.2f}).</p>{notes}
+{perf.wall_s:.1f} s wall before this page (real-time x{perf.realtime_factor or 0:.2f}).</p>{notes}
 <h2>Candidates over the observation</h2>
 <img src="{scatter(candidates, header.tobs, plan.dms[-1])}" alt="time-DM scatter">
 <h2>Candidates (click a column to sort)</h2>{table}{masked_html}

@@ -52,6 +52,19 @@ def test_search_report_is_self_contained(demo_report):
     assert "report.html" in (out / "DONE.json").read_text()
 
 
+def test_writing_the_report_is_timed_as_a_stage_of_the_search(demo_report):
+    """The page is part of what a search costs: perf.json's last stage, in the total wall
+    and real-time factor; the page itself shows the stages before it."""
+    import json
+
+    out, _ = demo_report
+    doc = json.loads((out / "perf.json").read_text())
+    names = [s["name"] for s in doc["stages"]]
+    assert names[-1] == "report" and doc["stages"][-1]["wall_s"] > 0
+    assert doc["total"]["wall_s"] == pytest.approx(sum(s["wall_s"] for s in doc["stages"]))
+    assert "wall before this page" in (out / "report.html").read_text()
+
+
 def test_report_renders_in_chromium(demo_report, tmp_path):
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
