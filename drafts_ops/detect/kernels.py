@@ -843,17 +843,19 @@ def normalised_phased_sums(piece, first, offset, weight, factor, rows, out):  # 
             for k in range(k_lo, k_hi):
                 row[first + k] = (np.float32(src[k]) - off) * w
             continue
-        block = np.zeros(nq + 1, np.float32)  # block[q]: sum of window block q
-        for q in range(nq):  # x in phase-major order: row[r * nq + q] = x[q * factor + r]
-            acc = np.float32(0.0)
-            for r in range(factor):
-                k = q * factor + r - first
-                v = np.float32(0.0)
-                if 0 <= k < npiece:
-                    v = (np.float32(src[k]) - off) * w
-                row[r * nq + q] = v
-                acc += v
-            block[q] = acc
+        for r in range(factor):  # x in phase-major order: row[r * nq + q] = x[q * factor + r]
+            base = r * nq  # (read at stride factor, written in order, no test per sample)
+            q0 = min(max(0, -((r - first - k_lo) // factor)), nq)  # first q of the piece
+            q1 = min(max(q0, -((r - first - k_hi) // factor)), nq)  # first q beyond it
+            row[base : base + q0] = 0.0
+            for q in range(q0, q1):
+                row[base + q] = (np.float32(src[q * factor + r - first]) - off) * w
+            row[base + q1 : base + nq] = 0.0
+        block = np.zeros(nq + 1, np.float32)  # block[q]: sum of window block q, r in order
+        for r in range(factor):
+            base = r * nq
+            for q in range(nq):
+                block[q] += row[base + q]
         head = np.zeros(nq + 1, np.float32)  # head[q]: sum of block q's first r samples
         for r in range(factor):
             base = r * nq
