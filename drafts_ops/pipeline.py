@@ -551,7 +551,7 @@ def block_size_for_budget(
     samples instead of a float32 block; the latter are sized as if it did not, since
     longer blocks searched no faster (FAST-like 60 s, DM 0-2000, whole streaming pass,
     medians of 3: 9 blocks 6.1 s, 7 blocks 5.9 s, 5 blocks 6.9 s) and the memory stays
-    free (peak RSS 706 MiB against 933 MiB with a float32 block).
+    free (peak RSS 674 MiB against 933 MiB with a float32 block).
     The neural detector's input (the DM axis pooled to 64 rows: 256 bytes per sample,
     ~9 MiB for a FAST-like block) comes out of the reserve, so that ``--detector both``
     searches the same blocks as the classical search and only adds to its candidates. The
