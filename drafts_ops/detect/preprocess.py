@@ -313,6 +313,7 @@ def prepare_block(
     static = np.zeros(x.shape[0], bool) if mask is None else _check_mask(mask, x.shape[0])
     bad_any = static.copy()
     limit = clip_pixels if clip_pixels > 0 else np.inf
+    level = 1.0 / quantised_levels(limit)[1] if quantised else 0.0  # 8-bit levels per unit
     for a in range(0, nvalid, NORM_CHUNK):  # local statistics: RFI that comes and goes
         b = nvalid if nvalid - a < 2 * NORM_CHUNK else a + NORM_CHUNK
         piece = x[:, a:b]
@@ -324,11 +325,9 @@ def prepare_block(
             piece, offset, weight, limit=limit, clip_sigma=clip_sigma, zero_dm=zero_dm
         )
         if in_place:
-            level = 1.0 / quantised_levels(limit)[1]
             quantise_normalised_in_place(out[:, a:b], b - a, offset, weight, limit, zero, gate,
                                          level)  # fmt: skip
         elif quantised:
-            level = 1.0 / quantised_levels(limit)[1]
             quantise_normalised_into(piece, b - a, offset, weight, limit, zero, gate, level,
                                      out[:, a:b])  # fmt: skip
         else:
