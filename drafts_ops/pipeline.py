@@ -700,15 +700,18 @@ def search_block(
     if buffers.on_dm_time is not None:
         buffers.on_dm_time(block, dm_time[:, keep[0] : keep[1]])
     detector = _load_detector() if cfg.detector in ("ml", "both") else None
-    peaks = [] if detector is None else detector.detect(dm_time, threshold=cfg.detector_threshold)
+    if detector is not None:  # the detector's rows, before the S/N overwrites the samples
+        from drafts_ops.ml.inference import pool_dm_rows
+
+        pooled = pool_dm_rows(dm_time)
     width_index = buffers.get("width_index", dm_time.shape, np.int8)
-    # the S/N overwrites the dedispersed samples (the detector's peaks are already taken)
     widths = _boxcar_search(dm_time, valid, width_index, plan)
     snr = dm_time
     if cfg.detector in ("classical", "both"):
         parts.append(giants_above(snr, width_index, cfg.snr_threshold, widths=widths,
                                   sample_offset=block.read_start, keep=keep))  # fmt: skip
     if detector is not None:
+        peaks = detector.detect_pooled(pooled, snr.shape[0], cfg.detector_threshold)
         dms = np.array([p.dm_index for p in peaks], np.float64)
         cols = np.array([p.sample for p in peaks], np.float64)
         owned = (cols >= keep[0] - 0.5) & (cols < keep[1] - 0.5)

@@ -191,12 +191,25 @@ class Detector:
         dm_time = np.asarray(dm_time)
         if dm_time.ndim != 2:
             raise ParameterError(f"DM-time block must be 2-D [ndm, nt], got {dm_time.shape}")
+        return self.detect_pooled(pool_dm_rows(dm_time), dm_time.shape[0], threshold,
+                                  time_factor, max_peaks, scales)  # fmt: skip
+
+    def detect_pooled(  # noqa: PLR0917
+        self,
+        rows: np.ndarray,
+        ndm: int,
+        threshold: float = 0.5,
+        time_factor: int = 1,
+        max_peaks: int = 50,
+        scales: tuple[int, ...] = DETECTOR_SCALES,
+    ) -> list[DetectorPeak]:
+        """:meth:`detect` on a block already pooled by :func:`pool_dm_rows` (``rows``) from
+        ``ndm`` DM trials: the search pools its block before the boxcar search overwrites
+        it with S/N, and runs the network after that search: ONNX Runtime's threads spin
+        for a while after each call, and the boxcar search started right after them took
+        ~20 ms (6 %) longer per FAST-like block than after a pause."""
         if time_factor < 1:
             raise ParameterError(f"time_factor = {time_factor} must be >= 1")
-        ndm = dm_time.shape[0]
-        # The DM axis is pooled to the network's rows once for every tile and scale
-        # (pooling rows commutes with taking columns and with averaging them in time).
-        rows = pp.resample_axis(dm_time, pp.DETECTOR_ROWS, 0, "max") if ndm >= 2 else dm_time
         found = [
             DetectorPeak(self._rows_to_dm(peak.dm_index, ndm), peak.sample, peak.score, factor)
             for factor in (time_factor * scale for scale in scales)
@@ -255,6 +268,16 @@ class Detector:
             DetectorPeak(float(d), float(s), float(p))
             for d, s, p in zip(dm_index, sample, scores[keep], strict=True)
         ]
+
+
+def pool_dm_rows(dm_time: np.ndarray) -> np.ndarray:
+    """The detector's rows of a DM-time block ``[ndm, nt]``: the DM axis max-pooled to
+    :data:`~drafts_ops.ml.preprocess.DETECTOR_ROWS` once for every tile and time scale
+    (pooling rows commutes with taking columns and with averaging them in time); a block
+    of one trial as it is."""
+    if dm_time.shape[0] < 2:
+        return np.asarray(dm_time, np.float32)
+    return pp.resample_axis(dm_time, pp.DETECTOR_ROWS, 0, "max")
 
 
 def suppress_duplicates(
