@@ -1,4 +1,5 @@
-"""Image preparation shared by training and inference (numpy only).
+"""Image preparation shared by training and inference (numpy, and one compiled kernel for
+the rows' standardisation).
 
 The networks never see raw data: every image goes through the functions here, at training
 time and at inference time alike, so the two cannot drift apart.
@@ -115,7 +116,7 @@ def robust_standardise_rows(img: np.ndarray) -> np.ndarray:
     their median and MAD from that many evenly strided samples (the detector's 4096-column
     tiles: 4x cheaper, and still 5x more samples than a training crop's 192). One compiled
     pass per row (:func:`~drafts_ops.detect.kernels.standardise_rows_into`; numpy's
-    medians took 2.5 ms of a 64 x 4096 tile, the kernel ~0.4 ms), bit for bit the numpy
+    medians took 2.0-2.5 ms of a 64 x 4096 tile, the kernel ~0.6 ms), bit for bit the numpy
     expressions it replaces.
     """
     from drafts_ops.detect.kernels import standardise_rows_into
