@@ -14,6 +14,7 @@ from drafts_ops.dedisp.plan import delay_table
 from drafts_ops.errors import ParameterError
 from drafts_ops.io.header import Header
 from drafts_ops.io.sigproc import write_sigproc
+from drafts_ops.ml.inference import pool_dm_rows
 from drafts_ops.pipeline import (
     SearchConfig,
     classify_candidates,
@@ -145,9 +146,11 @@ class _FakeDetector:
             _Peak(float(np.argmin(abs(dms - dm))), at + 2.3 - block.read_start, 0.9)
             for dm, at in BURSTS
         ] + [_Peak(5.0, 1700.0 - block.read_start, 0.6)]
+        self.rows = []  # what the search gave it, block by block
 
     def detect_pooled(self, rows, ndm, threshold=0.5):
-        assert rows.shape[0] == 64 and ndm == self.ndm  # the block's trials, as 64 rows
+        assert ndm == self.ndm
+        self.rows.append(np.array(rows))
         return [p for p in self.peaks if p.score >= threshold]
 
     @staticmethod
@@ -158,10 +161,18 @@ class _FakeDetector:
 @pytest.mark.parametrize("detector", ["ml", "both"])
 def test_neural_detector_seam(synthetic_fil, tmp_path, monkeypatch, detector):
     plan = plan_search(synthetic_fil, SearchConfig(detector=detector, ml_min_snr=0.0, **FAST))
-    monkeypatch.setattr(
-        "drafts_ops.pipeline._load_detector", lambda: _FakeDetector(plan, plan.blocks[0])
-    )
-    cands = merge_block_results([search_segment([0], synthetic_fil, plan, tmp_path)], plan)
+    fake = _FakeDetector(plan, plan.blocks[0])
+    monkeypatch.setattr("drafts_ops.pipeline._load_detector", lambda: fake)
+    dedispersed = []  # the block's DM-time samples, before the boxcar search's S/N
+    keep = plan.blocks[0].stop - plan.blocks[0].read_start
+
+    def capture(_, dm_time):
+        dedispersed.append(dm_time.copy())
+
+    giants = search_segment([0], synthetic_fil, plan, tmp_path, on_dm_time=capture)
+    # the network sees the dedispersed samples pooled to its 64 rows, not the S/N
+    np.testing.assert_array_equal(fake.rows[0][:, :keep], pool_dm_rows(dedispersed[0]))
+    cands = merge_block_results([giants], plan)
     bursts = sorted((c for c in cands if c.snr > 12), key=lambda c: c.sample)
     assert [c.detector_score for c in bursts] == pytest.approx([0.9, 0.9])
     assert all(abs(c.sample - (at + 2)) <= 2 for c, (_, at) in zip(bursts, BURSTS, strict=True))
