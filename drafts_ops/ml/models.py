@@ -30,8 +30,7 @@ class DetectorNet(nn.Module):
     ``width`` 8 (channels 4, 8, 16; 11 k parameters): ONNX Runtime computes convolutions
     in blocks of 16 channels on AVX-512, so width 12 ran as slowly as the earlier width 16
     (9.4 against 9.1 ms per 64 x 4096 tile, random weights) and width 8 in 0.5-0.7 of the
-    time, with the same recall on a validation seed (README "Search evaluation", model
-    card).
+    time, with the same recall on a validation seed (README "Detection", model card).
     """
 
     def __init__(self, width: int = 8) -> None:
