@@ -396,12 +396,13 @@ def standardise_rows_into(img, step, mad_to_std, lo, hi, scale, out):  # noqa: P
     ``step``-th sample (float32 throughout, bit for bit as the same numpy expressions).
 
     Serial: it runs between ONNX Runtime's calls, whose threads still spin. Returns the
-    rows' sigma (float32 ``[nrow]``); a row of sigma <= 0 is left unwritten for the caller.
+    rows' median and sigma (float32 ``[nrow, 2]``); a row of sigma <= 0 is left unwritten
+    for the caller.
     """
     nrow, n = img.shape
     npts = (n + step - 1) // step
     v = np.empty(npts, np.float32)
-    sigmas = np.empty(nrow, np.float32)
+    stats = np.empty((nrow, 2), np.float32)
     m = np.float32(mad_to_std)
     lo32, hi32, s32 = np.float32(lo), np.float32(hi), np.float32(scale)
     for r in range(nrow):
@@ -411,13 +412,14 @@ def standardise_rows_into(img, step, mad_to_std, lo, hi, scale, out):  # noqa: P
         for i in range(npts):
             v[i] = abs(v[i] - med)
         sigma = m * np.float32(_median(v))
-        sigmas[r] = sigma
+        stats[r, 0] = med
+        stats[r, 1] = sigma
         if not sigma > 0:
             continue
         for t in range(n):
             z = (img[r, t] - med) / sigma
             out[r, t] = min(max(z, lo32), hi32) / s32
-    return sigmas
+    return stats
 
 
 @nb.njit(inline="always")

@@ -125,17 +125,16 @@ def robust_standardise_rows(img: np.ndarray) -> np.ndarray:
     rows = img.reshape(-1, img.shape[-1])  # a view where it can be: no copy of a tile
     z = np.empty(rows.shape, np.float32)
     step = max(1, rows.shape[-1] // STATISTICS_POINTS)
-    sigma = standardise_rows_into(rows, step, MAD_TO_SIGMA, *CLIP_SIGMA, INPUT_SCALE, z)
-    flat = ~(sigma > 0)
+    stats = standardise_rows_into(rows, step, MAD_TO_SIGMA, *CLIP_SIGMA, INPUT_SCALE, z)
+    flat = ~(stats[:, 1] > 0)
     if flat.any():  # MAD zero (sparse spikes, or a constant row): the row's std, or zeros
-        z[flat] = _standardise_by_std(rows[flat], step)
+        z[flat] = _standardise_by_std(rows[flat], stats[flat, :1])
     return z.reshape(img.shape)
 
 
-def _standardise_by_std(rows: np.ndarray, step: int) -> np.ndarray:
-    """Rows whose MAD is zero, standardised by the std of their deviations from the
-    median (constant rows: zeros)."""
-    med = np.median(rows[:, ::step], axis=-1, keepdims=True)
+def _standardise_by_std(rows: np.ndarray, med: np.ndarray) -> np.ndarray:
+    """Rows whose MAD is zero, standardised by the std of their deviations from their
+    median ``med`` ``[nrow, 1]`` (constant rows: zeros)."""
     sigma = np.abs(rows - med).std(axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         z = np.subtract(rows, med, dtype=np.float32)
