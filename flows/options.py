@@ -161,6 +161,10 @@ class SearchOptions(_Options):
     ml_min_snr: float = Field(
         _default("ml_min_snr"), ge=0, description="boxcar S/N floor of neural detections"
     )
+    detector_faint_threshold: float = Field(
+        _default("detector_faint_threshold"), ge=0, le=1,
+        description="neural detector score needed below the boxcar S/N threshold",
+    )  # fmt: skip
     classifier_threshold: float = Field(
         _default("classifier_threshold"), ge=0, le=1,
         description="classifier probability from which a candidate is a burst (is_burst)",

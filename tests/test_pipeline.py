@@ -18,6 +18,7 @@ from drafts_ops.ml.inference import pool_dm_rows
 from drafts_ops.pipeline import (
     SearchConfig,
     classify_candidates,
+    keeps_detection,
     make_cutouts,
     merge_block_results,
     plan_search,
@@ -160,7 +161,8 @@ class _FakeDetector:
 
 @pytest.mark.parametrize("detector", ["ml", "both"])
 def test_neural_detector_seam(synthetic_fil, tmp_path, monkeypatch, detector):
-    plan = plan_search(synthetic_fil, SearchConfig(detector=detector, ml_min_snr=0.0, **FAST))
+    every_peak = {"ml_min_snr": 0.0, "detector_faint_threshold": 0.0}
+    plan = plan_search(synthetic_fil, SearchConfig(detector=detector, **every_peak, **FAST))
     fake = _FakeDetector(plan, plan.blocks[0])
     monkeypatch.setattr("drafts_ops.pipeline._load_detector", lambda: fake)
     dedispersed = []  # the block's DM-time samples, before the boxcar search's S/N
@@ -181,10 +183,25 @@ def test_neural_detector_seam(synthetic_fil, tmp_path, monkeypatch, detector):
     if detector == "ml":
         assert len(cands) == 3 and all(c.detector_score is not None for c in cands)
     # with a boxcar S/N floor (ml_min_snr) a detector peak without S/N behind it is dropped
-    floored = dataclasses.replace(plan, config=dataclasses.replace(plan.config, ml_min_snr=5.0))
-    cands = merge_block_results([search_segment([0], synthetic_fil, floored, tmp_path)], floored)
-    assert not [c for c in cands if c.detector_score == pytest.approx(0.6)]
-    assert sum(c.detector_score == pytest.approx(0.9) for c in cands) == 2
+    # ... and below the boxcar threshold a peak needs detector_faint_threshold (0.65)
+    default = SearchConfig().detector_faint_threshold
+    changes = (({"ml_min_snr": 5.0}, False), ({"detector_faint_threshold": default}, False),
+               ({"detector_faint_threshold": 0.5}, True))  # fmt: skip
+    for change, blip_kept in changes:
+        config = dataclasses.replace(plan.config, **change)
+        varied = dataclasses.replace(plan, config=config)
+        cands = merge_block_results([search_segment([0], synthetic_fil, varied, tmp_path)], varied)
+        assert any(c.detector_score == pytest.approx(0.6) for c in cands) == blip_kept, change
+        assert sum(c.detector_score == pytest.approx(0.9) for c in cands) == 2
+
+
+def test_faint_detections_need_a_higher_score():
+    config = SearchConfig(detector="both")  # boxcar threshold 6.5, floor 6, faint score 0.65
+    snr = np.array([5.9, 6.2, 6.2, 6.6, 6.6, 12.0], np.float32)
+    score = np.array([0.9, 0.6, 0.75, 0.35, 0.9, 0.3], np.float32)
+    assert keeps_detection(snr, score, config).tolist() == [False, False, True, True, True, True]
+    with pytest.raises(ParameterError, match="detector_faint_threshold"):
+        SearchConfig(detector_faint_threshold=1.5)
 
 
 def test_too_short_observation_says_how_far_it_searched(synthetic_fil):

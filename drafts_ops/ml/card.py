@@ -218,8 +218,9 @@ and 8 columns of the coarser of two peaks' scales (`Detector.detect(..., scales=
 `MERGE_COLUMNS`); the tables below use
 that default. They count every heatmap peak above the threshold: the search also drops a
 peak whose boxcar S/N within the detector's precision is below `ml_min_snr` (6 by
-default), which removes most of the false positives counted here (see the end-to-end
-evaluation below).
+default), and one below the boxcar search's threshold (6.5) unless its score reaches
+`detector_faint_threshold` (0.65), which removes most of the false positives counted here
+(see the end-to-end evaluation below).
 
 ## Validation (drafts_ops/ml/evaluate.py)
 
