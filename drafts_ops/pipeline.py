@@ -144,8 +144,8 @@ class SearchConfig:
         Noise peaks there are ten times more common per 0.5 sigma (pure noise, FAST-like,
         60 s, DM 0-2000: 72 clusters >= 5.5, 6 >= 6.0, none >= 6.5), and the classifier
         cannot tell them from faint bursts. On validation seeds 4242-4246 the faint bursts
-        the detector added to the boxcar search scored 0.70-0.92, the faint noise and RFI
-        peaks that the classifier passed 0.35-0.63.
+        the detector added to the boxcar search (and the classifier kept) scored 0.70-0.92,
+        the faint noise and RFI peaks that the classifier passed 0.35-0.63.
     classify : bool
         Score every candidate (of any detector) with the shipped classifier; the
         probability is written beside it (``classifier_prob``).
