@@ -956,6 +956,7 @@ def merge_block_results(
             candidates = fold_measured_sidelobes(
                 candidates, maker.pulse_shape, plan.header.chan_freqs, plan.header.tsamp,
                 max_width=plan.config.max_width_samples, boxcar=clusters.boxcar,
+                snr_outside=maker.snr_outside,
             )  # fmt: skip
     return own_candidates(candidates, plan)
 

@@ -347,3 +347,62 @@ def test_a_wide_scattered_burst_gives_one_candidate(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "fold_measured_sidelobes", lambda c, *a, **k: list(c))
     (tmp_path / "off").mkdir()
     assert len(_band_limited(tmp_path / "off", [burst])) > 3
+
+
+def test_a_broadband_burst_on_the_arm_of_narrow_band_rfi_is_kept():
+    """A narrow-band head (a tenth of the band) explains a weaker candidate on its arm by
+    S/N and timing; if that candidate's pulse shows S/N >= 5 outside the head's band (a
+    broadband burst) it stays a candidate; an arm that emits only in the band is folded."""
+    from drafts_ops.detect.cluster import ARM_OUTSIDE_SNR, fold_measured_sidelobes
+
+    freqs = HEADER.chan_freqs
+    bright = _cand(1000, 300.0, 30.0, 4)
+    early = int(dispersion_delay_s(10.0, 1260.0, freqs.max()) / 1e-3)
+    other = _cand(1000 - early, 310.0, 15.0, 8)
+    narrow = _measured(1250.0, 1275.0)
+    asked = []
+
+    def outside(snr):
+        def snr_outside(cand, f_lo, f_hi):
+            asked.append((cand.dm, f_lo, f_hi))
+            return snr
+
+        return snr_outside
+
+    kept = fold_measured_sidelobes([bright, other], narrow, freqs, 1e-3,
+                                   snr_outside=outside(ARM_OUTSIDE_SNR + 3))  # fmt: skip
+    assert len(kept) == 2
+    assert asked == [(310.0, 1225.0, 1300.0)]  # the head's band widened by its width
+    folded = fold_measured_sidelobes([bright, other], narrow, freqs, 1e-3,
+                                     snr_outside=outside(ARM_OUTSIDE_SNR - 3))  # fmt: skip
+    assert len(folded) == 1 and folded[0].members == 2
+    # a head that fills the band is not asked (its arms emit everywhere)
+    asked.clear()
+    full = fold_measured_sidelobes([bright, other], _measured(freqs.min(), freqs.max(), 4, 2),
+                                   freqs, 1e-3, snr_outside=outside(50.0))  # fmt: skip
+    assert asked == [] and len(full) == 2
+
+
+def test_snr_outside_a_band_tells_a_broadband_burst_from_a_band_limited_one(tmp_path):
+    """A full-band S/N 20 burst shows S/N >= 8 outside 1270-1330 MHz; a burst emitting
+    only at 1285-1315 MHz (S/N 30) shows noise there; no channel outside: 0."""
+    from drafts_ops.detect.cluster import ARM_OUTSIDE_SNR
+    from drafts_ops.detect.products import CutoutMaker
+    from drafts_ops.io import open_observation
+    from drafts_ops.simulate import BurstSpec, SimulationConfig, write_simulation
+
+    bursts = (BurstSpec(t_s=1.0, dm=500.0, snr=20.0, width_s=2e-3),
+              BurstSpec(t_s=2.5, dm=500.0, snr=30.0, width_s=2e-3, **NARROW))  # fmt: skip
+    cfg = SimulationConfig(nchans=256, fch1=1500 - 300 / 512, foff=-300 / 256, tsamp=512e-6,
+                           duration_s=4.0, seed=5, bursts=bursts)  # fmt: skip
+    path = write_simulation(tmp_path / "sim.fil", cfg)
+    plan = plan_search(path, SearchConfig(**{**FAST, "dm_max": 1000.0}))
+    cands = merge_block_results([search_segment(range(len(plan.blocks)), path, plan, tmp_path)],
+                                plan)  # fmt: skip
+    broad = _found(cands, 1.0, 500.0)[0]
+    narrow = _found(cands, 2.5, 500.0)[0]
+    with open_observation(path) as reader:
+        maker = CutoutMaker(reader, plan)
+        assert maker.snr_outside(broad, 1270.0, 1330.0) >= 8.0
+        assert maker.snr_outside(narrow, 1270.0, 1330.0) < ARM_OUTSIDE_SNR
+        assert maker.snr_outside(broad, 1000.0, 1600.0) == 0.0

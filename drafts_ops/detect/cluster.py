@@ -470,6 +470,14 @@ WIDER_THAN_BOXCAR = 1.5
 #: (the arms of faint band-limited bursts), no burst lost or gained; at 6.5 a burst of S/N
 #: 7.3 was lost to its own zero-DM arm, measured as the brighter of the two.
 SPECTRUM_MIN_SNR = 7.0
+#: An arm of a band-limited burst emits only where the burst does: a weaker candidate
+#: (S/N >= :data:`SPECTRUM_MIN_SNR`) whose pulse reaches this S/N in the channels outside
+#: the burst's band (widened by the band's own width on either side) is a burst of its own
+#: (e.g. a broadband burst on the bow-tie arm of narrow-band RFI).
+ARM_OUTSIDE_SNR = 5.0
+#: Arms of one burst whose spectrum is tested, brightest first (each test makes a
+#: waterfall: ~35 ms at 1024 channels; narrow-band RFI can have hundreds of arms).
+ARM_TESTS = 12
 
 
 @dataclass(frozen=True)
@@ -514,6 +522,13 @@ def _arms(  # noqa: PLR0917
     return inside & plausible & (snr <= bright.snr)
 
 
+def _widened(shape: PulseShape) -> tuple[float, float]:
+    """``shape``'s emitting band (MHz) widened by its own width on either side: an envelope
+    measured at half power keeps little of its flux beyond."""
+    width = shape.f_hi_mhz - shape.f_lo_mhz
+    return shape.f_lo_mhz - width, shape.f_hi_mhz + width
+
+
 def _may_have_arms(
     bright: Candidate, others: list[Candidate], freqs: np.ndarray, tsamp: float, max_width: int
 ) -> bool:
@@ -538,6 +553,7 @@ def fold_measured_sidelobes(
     *,
     max_width: int = 64,
     boxcar: Sequence[bool] | None = None,
+    snr_outside: Callable[[Candidate, float, float], float] | None = None,
 ) -> list[Candidate]:
     """Fold the sidelobes of band-limited and of very wide bursts into them, judged on
     their own measured pulse.
@@ -553,11 +569,15 @@ def fold_measured_sidelobes(
     :data:`BAND_LIMITED_FRACTION` of the band) or at the widest boxcar and
     :data:`WIDER_THAN_BOXCAR` times wider, the weaker candidates its measured pulse explains
     (crossing window, S/N and width: :func:`plausible_sidelobe` with the smear across the
-    emitting band) join it. A burst that fills the band at its boxcar's width keeps every
-    other candidate; so does a candidate brighter than the response. Members and sample
-    spans are added; order is kept. ``boxcar`` (one flag per candidate, default all
-    True, as :attr:`Clusters.boxcar`): a candidate of the boxcar search is never folded into
-    one the neural detector found alone.
+    emitting band) join it, except, for a band-limited one, those (S/N >=
+    :data:`SPECTRUM_MIN_SNR`; the :data:`ARM_TESTS` brightest) whose pulse shows S/N
+    :data:`ARM_OUTSIDE_SNR` outside its band (``snr_outside(candidate, f_lo, f_hi)``,
+    MHz; the band widened by its width on either side): a broadband burst on the arm of
+    narrow-band RFI. A burst that fills the
+    band at its boxcar's width keeps every other candidate; so does a candidate brighter
+    than the response. Members and sample spans are added; order is kept. ``boxcar`` (one
+    flag per candidate, default all True, as :attr:`Clusters.boxcar`): a candidate of the
+    boxcar search is never folded into one the neural detector found alone.
     """
     cands = list(candidates)
     if len(cands) < 2:
@@ -585,6 +605,12 @@ def fold_measured_sidelobes(
             shape = replace(shape, width_samples=bright.width_samples, snr=bright.snr)
         side = _arms(bright, shape, others, f_top, tsamp, max_width)
         side &= np.array([boxcar[i] or not boxcar[j] for j in rest])
+        if limited and snr_outside is not None:  # an arm emits only in the burst's band
+            f_lo, f_hi = _widened(shape)
+            bright_arms = [k for k, j in enumerate(rest)
+                           if side[k] and cands[j].snr >= SPECTRUM_MIN_SNR][:ARM_TESTS]  # fmt: skip
+            for k in bright_arms:
+                side[k] = snr_outside(cands[rest[k]], f_lo, f_hi) < ARM_OUTSIDE_SNR
         folded = [cands[j] for j, s in zip(rest, side, strict=True) if s]
         if not folded:
             continue

@@ -181,6 +181,7 @@ class CutoutMaker:
             mask = decimate_mask(mask, cfg.freq_decimation)
         self.static_mask = mask
         self.made = 0
+        self._waterfalls: dict[tuple[int, int, int], np.ndarray] = {}
 
     def cutouts(self, cand: Candidate) -> tuple[np.ndarray, np.ndarray]:
         """FETCH cutouts ``(freq_time [256, 256], dm_time [256, 256])`` of ``cand``."""
@@ -199,6 +200,38 @@ class CutoutMaker:
         pulse, gain = pulse_width(ft, width)
         f_lo, f_hi = emitting_band(ft, freqs, width, pulse)
         return PulseShape(f_lo, f_hi, pulse, cand.snr * gain)
+
+    def snr_outside(self, cand: Candidate, f_lo_mhz: float, f_hi_mhz: float) -> float:
+        """S/N of ``cand``'s pulse (its boxcar, at its DM) summed over the unmasked channels
+        outside ``f_lo_mhz..f_hi_mhz``: each channel dedispersed over +-8 boxcars around
+        the pulse only, standardised by its mean and standard deviation there (pixels then
+        clipped to :data:`SPECTRUM_CLIP_SIGMA`); the summed profile's boxcar at the pulse
+        over the profile's robust scatter (white noise assumed). 0 when no channel lies
+        outside."""
+        from drafts_ops.dedisp.plan import dispersion_delay_s
+
+        data, freqs, tsamp, dm, sample, width, mask = self._window(cand)
+        outside = ((freqs < f_lo_mhz) | (freqs > f_hi_mhz)) & ~mask
+        if not outside.any():
+            self._release()
+            return 0.0
+        width = max(int(width), 1)
+        span = 8 * max(width, 8)
+        delays = np.round(dispersion_delay_s(dm, freqs[outside], freqs.max()) / tsamp)
+        cols = sample + delays.astype(np.int64)[:, None] + np.arange(-span, span + 1)
+        cols = np.clip(cols, 0, data.shape[1] - 1)
+        pixels = np.asarray(data[np.flatnonzero(outside)[:, None], cols], np.float32)
+        self._release()
+        pixels -= pixels.mean(axis=1, keepdims=True)
+        scale = pixels.std(axis=1, keepdims=True)
+        pixels /= np.where(scale > 0, scale, 1.0)
+        np.clip(pixels, -SPECTRUM_CLIP_SIGMA, SPECTRUM_CLIP_SIGMA, out=pixels)
+        profile = pixels.sum(axis=0, dtype=np.float64)
+        first = span - width // 2
+        on = profile[first : first + width].sum()
+        off = np.r_[profile[: max(first - width, 1)], profile[first + 2 * width :]]
+        location, noise = robust_location_scale(off, dtype=np.float64)
+        return float((on - width * location) / (noise * np.sqrt(width))) if noise > 0 else 0.0
 
     def _release(self) -> None:
         """Drop the pages a candidate's window mapped (the file's and the kept samples')."""
