@@ -475,8 +475,8 @@ SPECTRUM_MIN_SNR = 7.0
 #: the burst's band (widened by the band's own width on either side) is a burst of its own
 #: (e.g. a broadband burst on the bow-tie arm of narrow-band RFI).
 ARM_OUTSIDE_SNR = 5.0
-#: Arms of one burst whose spectrum is tested, brightest first (each test makes a
-#: waterfall: ~35 ms at 1024 channels; narrow-band RFI can have hundreds of arms).
+#: Arms of one burst whose emission outside its band is measured, brightest first (each
+#: test reads its window: ~9 ms at 1024 channels; narrow-band RFI can have hundreds of arms).
 ARM_TESTS = 12
 
 
@@ -573,11 +573,11 @@ def fold_measured_sidelobes(
     :data:`SPECTRUM_MIN_SNR`; the :data:`ARM_TESTS` brightest) whose pulse shows S/N
     :data:`ARM_OUTSIDE_SNR` outside its band (``snr_outside(candidate, f_lo, f_hi)``,
     MHz; the band widened by its width on either side): a broadband burst on the arm of
-    narrow-band RFI. A burst that fills the
-    band at its boxcar's width keeps every other candidate; so does a candidate brighter
-    than the response. Members and sample spans are added; order is kept. ``boxcar`` (one
-    flag per candidate, default all True, as :attr:`Clusters.boxcar`): a candidate of the
-    boxcar search is never folded into one the neural detector found alone.
+    narrow-band RFI. A burst that fills the band at its boxcar's width keeps every other
+    candidate; so does a candidate brighter than the response. Members and sample spans
+    are added; order is kept. ``boxcar`` (one flag per candidate, default all True, as
+    :attr:`Clusters.boxcar`): a candidate of the boxcar search is never folded into one
+    the neural detector found alone.
     """
     cands = list(candidates)
     if len(cands) < 2:

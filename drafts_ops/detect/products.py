@@ -181,7 +181,6 @@ class CutoutMaker:
             mask = decimate_mask(mask, cfg.freq_decimation)
         self.static_mask = mask
         self.made = 0
-        self._waterfalls: dict[tuple[int, int, int], np.ndarray] = {}
 
     def cutouts(self, cand: Candidate) -> tuple[np.ndarray, np.ndarray]:
         """FETCH cutouts ``(freq_time [256, 256], dm_time [256, 256])`` of ``cand``."""
