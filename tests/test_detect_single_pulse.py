@@ -147,6 +147,41 @@ def test_keep_window_and_offset(rng):
     assert set(giants.sample.tolist()) == {5700}
 
 
+def _row_with_two_bumps(dip: float) -> np.ndarray:
+    """One DM row's S/N: bright RFI (46 at sample 110) falling to ``dip`` at 180, a burst's
+    bump (20 at 190), then below threshold; a second row stays below it."""
+    row = np.zeros(400, np.float32)
+    row[100:111] = np.linspace(7.0, 46.0, 11)
+    row[110:181] = np.linspace(46.0, dip, 71)
+    row[180:191] = np.linspace(dip, 20.0, 11)
+    row[190:200] = np.linspace(20.0, 7.0, 10)
+    return np.vstack([row, np.full(400, 3.0, np.float32)])
+
+
+def test_a_burst_within_bright_rfis_run_above_threshold_is_a_giant_of_its_own():
+    from drafts_ops.detect.single_pulse import RUN_PEAK_PROMINENCE, giants_above
+
+    snr = _row_with_two_bumps(dip=9.7)  # as a S/N 28 burst beside RFI on validation seed 4242
+    width = np.ones(snr.shape, np.int32)
+    assert giants_above(snr, width, 6.5).sample.tolist() == [110, 190]
+    assert giants_above(snr, width, 6.5, prominence=np.inf).sample.tolist() == [110]
+    shallow = _row_with_two_bumps(dip=20.0 - 0.9 * RUN_PEAK_PROMINENCE)
+    assert giants_above(shallow, width, 6.5).sample.tolist() == [110]  # a wiggle, not a peak
+    assert giants_above(snr, width, 6.5, keep=(150, 400)).sample.tolist() == [190]
+
+
+def test_noise_within_a_bright_run_adds_few_giants(rng):
+    from drafts_ops.detect.single_pulse import giants_above
+
+    envelope = 40.0 * np.exp(-0.5 * ((np.arange(4096) - 2048) / 600.0) ** 2) + 8.0
+    snr = (envelope + rng.normal(size=(200, 4096))).astype(np.float32)
+    width = np.ones(snr.shape, np.int32)
+    runs = len(giants_above(snr, width, 6.5, prominence=np.inf))  # one giant per run
+    # white noise, one sample per boxcar: the roughest S/N series a run can have
+    assert len(giants_above(snr, width, 6.5)) < 1.05 * runs
+    assert len(giants_above(snr, width, 6.5, prominence=3.0)) > 4 * runs
+
+
 def test_giants_save_load(tmp_path, rng):
     g = Giants(np.array([1, 2], np.int32), np.array([10, 20]), np.array([1, 4], np.int32),
                np.array([7.0, 9.5], np.float32))  # fmt: skip

@@ -10,8 +10,10 @@ import numpy as np
 
 
 @nb.njit(parallel=True, cache=True)
-def run_peaks(snr, threshold, lo, hi):  # pragma: no cover - compiled
-    """Peaks of runs of samples with ``snr >= threshold``, one per run per DM row.
+def run_peaks(snr, threshold, lo, hi, prominence):  # pragma: no cover - compiled
+    """Peaks of runs of samples with ``snr >= threshold`` in each DM row: the highest of
+    each run, and any other local maximum of the run that stands ``prominence`` above the
+    dips on either side of it (``inf``: one peak per run).
 
     Only peaks with ``lo <= sample < hi`` are returned. Returns ``(dm_index, sample)`` int64
     arrays, ordered by DM then sample. Rows run in parallel (count, then fill).
@@ -19,7 +21,7 @@ def run_peaks(snr, threshold, lo, hi):  # pragma: no cover - compiled
     ndm = snr.shape[0]
     counts = np.zeros(ndm + 1, np.int64)
     for d in nb.prange(ndm):
-        counts[d + 1] = _row_peaks(snr[d], threshold, lo, hi, np.empty(0, np.int64))
+        counts[d + 1] = _row_peaks(snr[d], threshold, lo, hi, prominence, np.empty(0, np.int64))
     for d in range(ndm):
         counts[d + 1] += counts[d]
     dms = np.empty(counts[ndm], np.int64)
@@ -27,30 +29,55 @@ def run_peaks(snr, threshold, lo, hi):  # pragma: no cover - compiled
     for d in nb.prange(ndm):
         a, b = counts[d], counts[d + 1]
         if b > a:
-            _row_peaks(snr[d], threshold, lo, hi, samples[a:b])
+            _row_peaks(snr[d], threshold, lo, hi, prominence, samples[a:b])
             dms[a:b] = d
     return dms, samples
 
 
 @nb.njit(cache=True)
-def _row_peaks(row, threshold, lo, hi, out):  # pragma: no cover - compiled
-    """Count the run peaks of one row in ``[lo, hi)``; store them in ``out`` if it has room."""
+def _row_peaks(row, threshold, lo, hi, prominence, out):  # noqa: PLR0917  # pragma: no cover
+    """Count the run peaks of one row in ``[lo, hi)``; store them in ``out`` if it has room.
+
+    Within a run the series is followed as a zigzag: a peak is confirmed once the series
+    falls ``prominence`` below it (or the run ends), the next one searched for once it
+    rises ``prominence`` above the lowest point since."""
     nt = row.size
     count = 0
     t = 0
     while t < nt:
-        if row[t] >= threshold:
-            peak = t
-            while t < nt and row[t] >= threshold:
-                if row[t] > row[peak]:
-                    peak = t
-                t += 1
-            if lo <= peak < hi:
-                if count < out.size:
-                    out[count] = peak
-                count += 1
-        else:
+        if row[t] < threshold:
             t += 1
+            continue
+        peak = t
+        trough = t
+        rising = True
+        while t < nt and row[t] >= threshold:
+            v = row[t]
+            if rising:
+                if v > row[peak]:
+                    peak = t
+                elif row[peak] - v >= prominence:
+                    count = _keep_peak(peak, lo, hi, out, count)
+                    rising = False
+                    trough = t
+            elif v < row[trough]:
+                trough = t
+            elif v - row[trough] >= prominence:
+                rising = True
+                peak = t
+            t += 1
+        if rising:
+            count = _keep_peak(peak, lo, hi, out, count)
+    return count
+
+
+@nb.njit(cache=True)
+def _keep_peak(peak, lo, hi, out, count):  # pragma: no cover - compiled
+    """Count ``peak`` if ``lo <= peak < hi`` (stored in ``out`` while it has room)."""
+    if lo <= peak < hi:
+        if count < out.size:
+            out[count] = peak
+        count += 1
     return count
 
 
