@@ -406,3 +406,26 @@ def test_snr_outside_a_band_tells_a_broadband_burst_from_a_band_limited_one(tmp_
         assert maker.snr_outside(broad, 1270.0, 1330.0) >= 8.0
         assert maker.snr_outside(narrow, 1270.0, 1330.0) < ARM_OUTSIDE_SNR
         assert maker.snr_outside(broad, 1000.0, 1600.0) == 0.0
+
+
+def test_standardised_profile_equals_numpy_on_the_file_layout(rng):
+    """The out-of-band test's compiled profile: each channel's window (indices held within
+    the data) standardised, clipped and summed, read straight from a transposed 8-bit view
+    (a SIGPROC file's layout) with a constant channel; as numpy computes it."""
+    from drafts_ops.detect.kernels import standardised_profile
+
+    file_layout = rng.integers(0, 256, (3000, 64), dtype=np.uint8)
+    file_layout[:, 5] = 7  # constant: left at zero after its mean
+    file_layout[1500, 10:40] = 255  # a bright pixel per channel: clipped
+    data = file_layout.T  # [nchan, nsamp], as the cutouts' window reads it
+    rows = np.array([2, 5, 10, 20, 39, 63])
+    starts = np.array([-40, 100, 1450, 1480, 2950, 2990])  # the last ones run off the end
+    ncols = 129
+    cols = np.clip(starts[:, None] + np.arange(ncols), 0, data.shape[1] - 1)
+    pixels = data[rows[:, None], cols].astype(np.float64)
+    pixels -= pixels.mean(axis=1, keepdims=True)
+    scale = pixels.std(axis=1, keepdims=True)
+    expected = np.clip(pixels / np.where(scale > 0, scale, 1.0), -5.0, 5.0).sum(axis=0)
+    got = standardised_profile(data, rows, starts, ncols, 5.0)
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+    assert got.max() > 5.0  # the bright pixels, clipped at 5 each, still stand out

@@ -476,7 +476,7 @@ SPECTRUM_MIN_SNR = 7.0
 #: (e.g. a broadband burst on the bow-tie arm of narrow-band RFI).
 ARM_OUTSIDE_SNR = 5.0
 #: Arms of one burst whose emission outside its band is measured, brightest first (each
-#: test reads its window: ~9 ms at 1024 channels; narrow-band RFI can have hundreds of arms).
+#: test reads its window: ~6 ms at 1024 channels; narrow-band RFI can have hundreds of arms).
 ARM_TESTS = 12
 
 

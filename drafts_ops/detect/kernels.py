@@ -992,3 +992,32 @@ def strided_dedisperse(phased, rows, delays, factor, out):
         for i in range(i0, i1):
             for j in range(size):
                 out[i, j] += acc[i - i0, j] * inv
+
+
+@nb.njit(cache=True)
+def standardised_profile(data, rows, starts, ncols, clip):  # pragma: no cover - compiled
+    """Sum over channels ``rows`` of ``data`` (``[nchan, nsamp]``, any strides and dtype) of
+    each channel's samples ``starts[i] .. starts[i] + ncols`` (indices held within the
+    data), standardised by their own mean and standard deviation (left as they are for a
+    constant channel) and held within ``+-clip``: a dedispersed profile ``[ncols]`` (float64)
+    in one pass over the samples, without a copy of the pixels."""
+    profile = np.zeros(ncols, np.float64)
+    values = np.empty(ncols, np.float64)
+    last = data.shape[1] - 1
+    for i in range(rows.size):
+        row = rows[i]
+        total = 0.0
+        for j in range(ncols):
+            v = float(data[row, min(max(starts[i] + j, 0), last)])
+            values[j] = v
+            total += v
+        mean = total / ncols
+        squares = 0.0
+        for j in range(ncols):
+            values[j] -= mean
+            squares += values[j] * values[j]
+        std = math.sqrt(squares / ncols)
+        scale = 1.0 / std if std > 0 else 1.0
+        for j in range(ncols):
+            profile[j] += min(max(values[j] * scale, -clip), clip)
+    return profile

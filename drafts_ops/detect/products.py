@@ -29,7 +29,7 @@ from drafts_ops.detect.cutouts import (
     freq_time_cutout,
     time_decimation_factor,
 )
-from drafts_ops.detect.kernels import averages_to_sums_into
+from drafts_ops.detect.kernels import averages_to_sums_into, standardised_profile
 from drafts_ops.detect.preprocess import (
     MAD_TO_STD,
     auto_mask,
@@ -217,15 +217,10 @@ class CutoutMaker:
         width = max(int(width), 1)
         span = 8 * max(width, 8)
         delays = np.round(dispersion_delay_s(dm, freqs[outside], freqs.max()) / tsamp)
-        cols = sample + delays.astype(np.int64)[:, None] + np.arange(-span, span + 1)
-        cols = np.clip(cols, 0, data.shape[1] - 1)
-        pixels = np.asarray(data[np.flatnonzero(outside)[:, None], cols], np.float32)
+        starts = sample - span + delays.astype(np.int64)
+        profile = standardised_profile(data, np.flatnonzero(outside), starts, 2 * span + 1,
+                                       SPECTRUM_CLIP_SIGMA)  # fmt: skip
         self._release()
-        pixels -= pixels.mean(axis=1, keepdims=True)
-        scale = pixels.std(axis=1, keepdims=True)
-        pixels /= np.where(scale > 0, scale, 1.0)
-        np.clip(pixels, -SPECTRUM_CLIP_SIGMA, SPECTRUM_CLIP_SIGMA, out=pixels)
-        profile = pixels.sum(axis=0, dtype=np.float64)
         first = span - width // 2
         on = profile[first : first + width].sum()
         off = np.r_[profile[: max(first - width, 1)], profile[first + 2 * width :]]
