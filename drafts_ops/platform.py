@@ -69,6 +69,16 @@ def _simulating() -> bool:
     return bool(numba.config.ENABLE_CUDASIM)
 
 
+def cpu_name() -> str:
+    """The CPU's name as LLVM (and so Numba) targets it, e.g. ``znver4``."""
+    try:
+        import llvmlite.binding as ll
+
+        return ll.get_host_cpu_name()
+    except (ImportError, RuntimeError):
+        return _platform.processor() or "unknown"
+
+
 def platform_info() -> dict[str, Any]:
     """Cores, SIMD level, Numba version and threading layer, and the GPU if any."""
     import numba
@@ -77,15 +87,9 @@ def platform_info() -> dict[str, Any]:
         layer = numba.threading_layer()
     except ValueError:  # no parallel function has run yet: report the configured choice
         layer = f"{numba.config.THREADING_LAYER} (not yet initialised)"
-    try:
-        import llvmlite.binding as ll
-
-        cpu_name = ll.get_host_cpu_name()
-    except (ImportError, RuntimeError):
-        cpu_name = _platform.processor() or "unknown"
     return {
         "machine": _platform.machine(),
-        "cpu": cpu_name,
+        "cpu": cpu_name(),
         "cores": os.cpu_count() or 1,
         "numba_threads": int(numba.config.NUMBA_NUM_THREADS),
         "simd": simd_level(),
@@ -93,3 +97,48 @@ def platform_info() -> dict[str, Any]:
         "threading_layer": layer,
         "gpu": gpu_info(),
     }
+
+
+def _cached_kernel_modules() -> list[Path]:
+    """The package's modules with Numba kernels cached on disk (``cache=True``)."""
+    root = Path(__file__).resolve().parent
+    return sorted(p for p in root.rglob("*.py") if "cache=True" in p.read_text(errors="ignore"))
+
+
+def kernel_cache_marker() -> Path:
+    """Marker file meaning "a search has run with these kernels on this machine", so Numba
+    has compiled and cached them: named by a hash of what Numba's cache is keyed by (each
+    kernel module's path, modification time and size; Numba's version; the CPU and its
+    features; ``NUMBA_CACHE_DIR``), under ``$XDG_CACHE_HOME/drafts-ops`` (default
+    ``~/.cache/drafts-ops``)."""
+    import hashlib
+
+    import numba
+
+    key = hashlib.sha256()
+    for module in _cached_kernel_modules():
+        stat = module.stat()
+        key.update(f"{module}:{stat.st_mtime_ns}:{stat.st_size};".encode())
+    key.update(f"{numba.__version__};{cpu_name()};{','.join(sorted(cpu_features()))};".encode())
+    key.update(os.environ.get("NUMBA_CACHE_DIR", "").encode())
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "drafts-ops"
+    return cache / f"kernels-{key.hexdigest()[:16]}"
+
+
+def kernels_compiled() -> bool:
+    """Whether a search has already run with the current kernels on this machine (else the
+    next one spends its first minute compiling them)."""
+    try:
+        return kernel_cache_marker().exists()
+    except OSError:
+        return True  # cannot tell: say nothing
+
+
+def mark_kernels_compiled() -> None:
+    """Record that the current kernels are compiled (best effort: a read-only home is fine)."""
+    try:
+        marker = kernel_cache_marker()
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        pass

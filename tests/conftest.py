@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+# The searches' marker of compiled kernels (drafts_ops.platform.kernel_cache_marker) goes
+# to a directory of this test session, not the user's ~/.cache.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="drafts-ops-test-cache-")
 
 #: ../shared/data/real beside the checkout (CI lays shared/ beside the clone too).
 REAL_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
