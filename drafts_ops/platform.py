@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform as _platform
 from pathlib import Path
@@ -99,10 +100,13 @@ def platform_info() -> dict[str, Any]:
     }
 
 
-def _cached_kernel_modules() -> list[Path]:
-    """The package's modules with Numba kernels cached on disk (``cache=True``)."""
+@functools.cache
+def _cached_kernel_modules() -> tuple[Path, ...]:
+    """The package's modules with Numba kernels cached on disk (``cache=True``); read once
+    per process (each search then only checks their modification times and sizes)."""
     root = Path(__file__).resolve().parent
-    return sorted(p for p in root.rglob("*.py") if "cache=True" in p.read_text(errors="ignore"))
+    return tuple(sorted(p for p in root.rglob("*.py")
+                        if "cache=True" in p.read_text(errors="ignore")))  # fmt: skip
 
 
 def kernel_cache_marker() -> Path:
