@@ -591,6 +591,15 @@ class SearchEvaluation:
                  else [self.false_positives.get(band, {})])  # fmt: skip
         return {n: sum(b.get(n, 0) for b in bands) / minutes for n in names}
 
+    def fp_per_minute_without_offset_dm(self) -> dict[str, float]:
+        """:meth:`fp_per_minute` (all bands) less the bursts' only candidates at an offset
+        DM (:data:`OFFSET_DM_BURST`): the candidates that show no burst at all."""
+        fp, minutes = self.fp_per_minute(), self.total_minutes
+        if minutes <= 0:
+            return fp
+        return {n: v - self.fp_causes.get(n, {}).get(OFFSET_DM_BURST, 0) / minutes
+                for n, v in fp.items()}  # fmt: skip
+
     def lost_to_merging(self, min_snr: float = 8.0) -> dict[str, int]:
         """Bursts of S/N >= ``min_snr`` missed because another burst's candidate took them,
         per search."""
@@ -621,6 +630,7 @@ class SearchEvaluation:
             "recall_searched_snr_ge_8": self.recall_at_least(8.0, "searched_snr"),
             "fp_per_minute": self.fp_per_minute(),
             "fp_per_minute_by_band": {b: self.fp_per_minute(b) for b in self.minutes},
+            "fp_per_minute_without_offset_dm": self.fp_per_minute_without_offset_dm(),
             "false_positives": self.false_positives,
             "fp_causes": self.fp_causes,
             "lost_to_merging_snr_ge_8": self.lost_to_merging(),
@@ -662,6 +672,11 @@ def truth_bursts(path: Path) -> tuple[list[InjectedBurst], list[dict[str, Any]]]
     return bursts, [r for r in rows if str(r["kind"]).startswith("rfi_")]
 
 
+#: Cause of a false positive that is the only candidate of a burst matching none: the
+#: burst reported at a DM (and time) beyond its match tolerances (:func:`fp_causes`).
+OFFSET_DM_BURST = "burst at an offset DM"
+
+
 def fp_cause(
     cand: Candidate, bursts: Sequence[InjectedBurst], rfi_rows: Sequence[dict[str, Any]],
     band: Band,
@@ -671,6 +686,27 @@ def fp_cause(
     if any(on_burst_sweep(cand, b, band) for b in bursts):
         return "burst fragment"
     return rfi_cause(cand, rfi_rows, band)
+
+
+def fp_causes(
+    false: Sequence[Candidate], bursts: Sequence[InjectedBurst], found: Sequence[bool],
+    rfi_rows: Sequence[dict[str, Any]], band: Band,
+) -> list[str]:  # fmt: skip
+    """:func:`fp_cause` of each false positive, telling apart the fragments that are a
+    burst's only report: the brightest candidate on the sweep of a burst that no candidate
+    matches (``found`` False) is :data:`OFFSET_DM_BURST` (the search saw the burst, and put
+    it where noise or its spectrum pulled the peak: beyond the match's DM tolerance, where
+    its own response is expected at least ~30 % fainter); further ones stay ``burst fragment``."""
+    unclaimed = [i for i, hit in enumerate(found) if not hit]
+    causes = [""] * len(false)
+    for j in sorted(range(len(false)), key=lambda k: -false[k].snr):
+        owner = next((i for i in unclaimed if on_burst_sweep(false[j], bursts[i], band)), None)
+        if owner is not None:
+            unclaimed.remove(owner)
+            causes[j] = OFFSET_DM_BURST
+        else:
+            causes[j] = fp_cause(false[j], bursts, rfi_rows, band)
+    return causes
 
 
 def _score_file(ev: SearchEvaluation, path: Path, band: SurveyBand, work: Path) -> None:
@@ -705,8 +741,7 @@ def _score_file(ev: SearchEvaluation, path: Path, band: SurveyBand, work: Path) 
             fps[name] = fps.get(name, 0) + len(false)
             record["false_positives"][name] = len(false)
             causes = ev.fp_causes.setdefault(name, {})
-            for c in false:
-                cause = fp_cause(c, truth, rfi, b)
+            for cause in fp_causes(false, truth, hit, rfi, b):
                 causes[cause] = causes.get(cause, 0) + 1
         for i, (row, j) in enumerate(zip(rows, m.best, strict=True)):
             c = cands[j] if j >= 0 else None
@@ -904,7 +939,12 @@ def results_markdown(ev: SearchEvaluation) -> str:
                                                     min_snr=6.0, max_snr=8.0),
                           lambda r: f"{r['lo']:.0%}-{r['hi']:.0%}")]  # fmt: skip
     lines += ["", f"False positives (candidates matching no injected burst) on the same "
-              f"{ev.total_minutes:.1f} min:", "",
+              f"{ev.total_minutes:.1f} min. Causes: on a burst's DM-time sweep and no "
+              "brighter than its response there (`on_burst_sweep`): the brightest such "
+              f"candidate of a burst that no candidate matches is a *{OFFSET_DM_BURST}* "
+              "(the burst's only report, put by noise or its spectrum beyond the match's DM "
+              "tolerance), others a *burst fragment*; else the RFI whose time and DM it "
+              "fits, or noise:", "",
               "| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]  # fmt: skip
     total = {n: sum(b.get(n, 0) for b in ev.false_positives.values()) for n in names}
     lines.append("| candidates | " + " | ".join(str(total[n]) for n in names) + " |")
@@ -916,6 +956,9 @@ def results_markdown(ev: SearchEvaluation) -> str:
     for cause in sorted({c for d in ev.fp_causes.values() for c in d}):
         counts = " | ".join(str(ev.fp_causes.get(n, {}).get(cause, 0)) for n in names)
         lines.append(f"| of which {cause} | {counts} |")
+    shown = ev.fp_per_minute_without_offset_dm()
+    lines.append(f"| per minute, less {OFFSET_DM_BURST} | "
+                 + " | ".join(_fmt(shown[n]) for n in names) + " |")  # fmt: skip
     merged = ev.lost_to_merging()
     lines += ["", "Bursts of S/N >= 8 lost to merging (taken by another burst's candidate): "
               + ", ".join(f"{d} {merged.get(d, 0)}" for d in _searches()) + ".",
@@ -933,12 +976,14 @@ def _at_least_row(ev: SearchEvaluation, snr: float, key: str = "snr") -> str:
 def _verdict(ev: SearchEvaluation) -> str:
     at8, at12, fp = ev.recall_at_least(8.0), ev.recall_at_least(12.0), ev.fp_per_minute()
     searched = ev.recall_at_least(8.0, "searched_snr")
+    shown = ev.fp_per_minute_without_offset_dm()
     parts = []
     for name in ("classical + classifier", "both + classifier"):
         ok = (at8[name] >= TARGET_RECALL_8 and at12[name] >= TARGET_RECALL_12
               and fp[name] <= TARGET_FP_PER_MIN)  # fmt: skip
         parts.append(f"{name}: recall {_fmt(at8[name])} at S/N >= 8 and {_fmt(at12[name])} at "
-                     f">= 12, {_fmt(fp[name])} FP/min ({'meets' if ok else 'misses'} the "
+                     f">= 12, {_fmt(fp[name])} FP/min ({_fmt(shown[name])} less "
+                     f"the bursts' reports at an offset DM; {'meets' if ok else 'misses'} the "
                      f"target; {_fmt(searched[name])} at S/N >= 8 at the searched "
                      "resolution)")  # fmt: skip
     return (f"Target (issue 11): recall >= {TARGET_RECALL_8:.2f} at injected S/N >= 8 and >= "

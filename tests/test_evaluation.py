@@ -16,14 +16,17 @@ from drafts_ops.detect.candidates import Candidate
 from drafts_ops.errors import ParameterError
 from drafts_ops.evaluation import (
     CONFIGURATIONS,
+    OFFSET_DM_BURST,
     Band,
     EvaluationSetup,
     InjectedBurst,
+    SearchEvaluation,
     card_section,
     emission_band,
     evaluate_observations,
     evaluation_observations,
     fp_cause,
+    fp_causes,
     match_candidates,
     match_distance,
     match_window,
@@ -160,6 +163,38 @@ def test_fragment_on_a_burst_sweep_is_told_from_rfi():
     assert fp_cause(cand(1.0 - early, 520.0, snr=12.0), [burst], rows, BAND) == "burst fragment"
     assert fp_cause(cand(1.0 + 0.5, 520.0, snr=12.0), [burst], rows, BAND) == "noise"
     assert fp_cause(cand(5.0, 0.0, snr=12.0), [burst], rows, BAND) == "impulsive"
+
+
+def test_a_bursts_only_report_at_an_offset_dm_is_told_from_its_fragments():
+    burst = InjectedBurst(t_s=1.0, dm=500.0, snr=20.0, width_s=2e-3, boxcar_width_s=4e-3)
+    rows = [{"kind": "rfi_impulsive", "tcand_s": 5.0, "duration_s": None}]
+    early = 10.0 * SWEEP_PER_DM
+    faint, bright = cand(1.0 - early, 520.0, snr=9.0), cand(1.0 - early, 520.0, snr=12.0)
+    impulse = cand(5.0, 0.0, snr=12.0)
+    false = [faint, impulse, bright]
+    # no candidate matched the burst: its brightest candidate on the sweep reports it
+    assert fp_causes(false, [burst], [False], rows, BAND) == [
+        "burst fragment",
+        "impulsive",
+        OFFSET_DM_BURST,
+    ]
+    # the burst has its own candidate: both are fragments beside it
+    assert fp_causes(false, [burst], [True], rows, BAND) == [
+        "burst fragment",
+        "impulsive",
+        "burst fragment",
+    ]
+
+
+def test_fp_rate_less_offset_dm_reports():
+    ev = SearchEvaluation(setup=EvaluationSetup(per_bin=1), snr_bins=[(6.0, 8.0)])
+    ev.minutes = {"fast": 2.0}
+    name = CONFIGURATIONS[0][0]
+    ev.false_positives = {"fast": {name: 3}}
+    ev.fp_causes = {name: {OFFSET_DM_BURST: 2, "impulsive": 1}}
+    assert ev.fp_per_minute()[name] == pytest.approx(1.5)
+    assert ev.fp_per_minute_without_offset_dm()[name] == pytest.approx(0.5)
+    assert ev.to_dict()["fp_per_minute_without_offset_dm"][name] == pytest.approx(0.5)
 
 
 def test_setup_validation():
