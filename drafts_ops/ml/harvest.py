@@ -8,8 +8,8 @@ observation_configs`), searched by :func:`~drafts_ops.pipeline.run_search` with 
 classical detector and its sub-band search (:data:`HARVEST_SEARCH`) to DM 3000. Each
 candidate's saved cutouts become one example, labelled a burst when it matches an
 injected burst (:func:`drafts_ops.evaluation.match_candidates`) and otherwise a negative
-of its cause (burst fragment / sidelobe, impulsive, drifting, persistent RFI, noise;
-:func:`drafts_ops.evaluation.fp_cause`).
+of its cause (burst at an offset DM, burst fragment / sidelobe, impulsive, drifting,
+persistent RFI, noise; :func:`drafts_ops.evaluation.fp_causes`).
 
 Training uses seeds 0, 1, ...; :func:`validate_classifier` uses a held-out seed, and
 ``drafts evaluate search`` another one.
@@ -152,7 +152,7 @@ def harvest_file(
     candidate's cutouts into an example."""
     from drafts_ops.evaluation import (
         Band,
-        fp_cause,
+        fp_causes,
         match_candidates,
         search_for_evaluation,
         truth_bursts,
@@ -166,9 +166,13 @@ def harvest_file(
     ft, dt = load_cutouts(out / WORK_DIR / "cutouts.npz" if cands else None)
     truth, rfi = truth_bursts(path)
     b = Band.of(plan.header)
-    owner = match_candidates(truth, cands, b, np.asarray(plan.dms)).owner
-    causes = ["burst" if o >= 0 else fp_cause(c, truth, rfi, b)
-              for c, o in zip(cands, owner, strict=True)]  # fmt: skip
+    matches = match_candidates(truth, cands, b, np.asarray(plan.dms))
+    owner = matches.owner
+    false = np.flatnonzero(owner < 0)
+    causes = ["burst"] * len(cands)
+    for j, cause in zip(false, fp_causes([cands[j] for j in false], truth, matches.found, rfi, b),
+                        strict=True):  # fmt: skip
+        causes[j] = cause
     shutil.rmtree(out, ignore_errors=True)
     n = len(cands)
     shape = (n, pp.CLASSIFIER_SIZE, pp.CLASSIFIER_SIZE)
