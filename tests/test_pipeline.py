@@ -301,6 +301,36 @@ def test_burst_across_a_file_boundary_is_found_once(tmp_path):
     assert len(near) == 1 and abs(near[0].dm - 120.0) < 10 and near[0].snr > 15
 
 
+def test_search_reads_each_next_block_ahead(tmp_path, monkeypatch):
+    """While a block is searched the file is asked for the next block's raw samples (a file
+    read cold from disk is then read meanwhile), after this block's samples are read."""
+    from drafts_ops import pipeline
+    from drafts_ops.io.sigproc import SigprocReader
+
+    header = Header(nchans=64, fch1=1500.0, foff=-4.0, tsamp=1e-3, nbits=8, nsamples=8000)
+    data = np.random.default_rng(6).integers(0, 256, (64, 8000)).astype(np.uint8)
+    path = write_sigproc(tmp_path / "raw.fil", header, data)
+    config = SearchConfig(dm_max=100.0, block_size=2048, classify=False, write_h5=False,
+                          write_plots=False)  # fmt: skip
+    plan = pipeline.plan_search(path, config)
+    assert len(plan.blocks) >= 3
+    events = []
+    ahead, read = SigprocReader.prefetch, pipeline.read_searched
+    monkeypatch.setattr(SigprocReader, "prefetch",
+                        lambda self, s, n: (events.append(("ahead", s, n)),
+                                            ahead(self, s, n)))  # fmt: skip
+    monkeypatch.setattr(pipeline, "read_searched",
+                        lambda r, p, a, b, **kw: (events.append(("read", a, b)),
+                                                  read(r, p, a, b, **kw))[1])  # fmt: skip
+    pipeline.run_search(path, tmp_path / "out", config)
+    blocks = plan.blocks
+    expected = [("read", blocks[0].read_start, blocks[0].read_stop)]
+    for block in blocks[1:]:
+        expected += [("ahead", block.read_start, block.read_len),
+                     ("read", block.read_start, block.read_stop)]  # fmt: skip
+    assert [e for e in events if e[0] in ("ahead", "read")][: len(expected)] == expected
+
+
 def test_decimating_reader_reads_the_next_chunk_ahead(tmp_path, monkeypatch):
     """The decimating reader asks the file for each next chunk while it averages the
     current one (so the disk works meanwhile), and the averages do not depend on it."""
