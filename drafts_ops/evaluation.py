@@ -974,6 +974,7 @@ def _at_least_row(ev: SearchEvaluation, snr: float, key: str = "snr") -> str:
 
 
 def _verdict(ev: SearchEvaluation) -> str:
+    """The target's judgement, recall to three decimals (0.9493 is not 0.95)."""
     at8, at12, fp = ev.recall_at_least(8.0), ev.recall_at_least(12.0), ev.fp_per_minute()
     searched = ev.recall_at_least(8.0, "searched_snr")
     shown = ev.fp_per_minute_without_offset_dm()
@@ -981,7 +982,7 @@ def _verdict(ev: SearchEvaluation) -> str:
     for name in ("classical + classifier", "both + classifier"):
         ok = (at8[name] >= TARGET_RECALL_8 and at12[name] >= TARGET_RECALL_12
               and fp[name] <= TARGET_FP_PER_MIN)  # fmt: skip
-        parts.append(f"{name}: recall {_fmt(at8[name])} at S/N >= 8 and {_fmt(at12[name])} at "
+        parts.append(f"{name}: recall {at8[name]:.3f} at S/N >= 8 and {at12[name]:.3f} at "
                      f">= 12, {_fmt(fp[name])} FP/min ({_fmt(shown[name])} less "
                      f"the bursts' reports at an offset DM; {'meets' if ok else 'misses'} the "
                      f"target; {_fmt(searched[name])} at S/N >= 8 at the searched "
