@@ -197,7 +197,6 @@ def test_fp_rate_less_offset_dm_reports():
     assert ev.to_dict()["fp_per_minute_without_offset_dm"][name] == pytest.approx(0.5)
 
 
-
 def test_verdict_tells_a_recall_just_below_the_target():
     """356 of 375 bursts (0.9493) is below the 0.95 target: the verdict says so in three
     decimals, not as a rounded 0.95 beside 'misses'."""
@@ -212,6 +211,7 @@ def test_verdict_tells_a_recall_just_below_the_target():
     text = _verdict(ev)
     assert "classical + classifier: recall 0.949 at S/N >= 8" in text
     assert "misses the target" in text and "meets" not in text
+
 
 def test_setup_validation():
     with pytest.raises(ParameterError, match="nothing to evaluate"):
