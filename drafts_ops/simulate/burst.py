@@ -122,34 +122,6 @@ class BurstSpec:
 
 
 # -- pulse shapes ------------------------------------------------------------------------
-def _gauss_cdf(x: np.ndarray, sigma: float) -> np.ndarray:
-    if sigma > 0:
-        return kernels.ndtr(x / sigma)
-    return (x > 0) + 0.5 * (x == 0)
-
-
-def _gauss_cdf_integral(y: np.ndarray, sigma: float) -> np.ndarray:
-    """Antiderivative of the Gaussian CDF: ``y Phi(y/sigma) + sigma phi(y/sigma)``."""
-    if sigma > 0:
-        u = y / sigma
-        return y * kernels.ndtr(u) + sigma * np.exp(-0.5 * u * u) / math.sqrt(2 * math.pi)
-    return np.maximum(y, 0.0)
-
-
-def _smeared_cdf(x: np.ndarray, sigma: float, smear: np.ndarray, tsamp: float) -> np.ndarray:
-    """CDF at ``x`` of a Gaussian (sd ``sigma``) convolved with a centred boxcar ``smear``."""
-    smear = np.broadcast_to(smear, x.shape)
-    wide = smear > 1e-6 * tsamp
-    out = _gauss_cdf(x, sigma).astype(np.float64)
-    if np.any(wide):
-        s = smear[wide]
-        xs = x[wide]
-        out[wide] = (
-            _gauss_cdf_integral(xs + s / 2, sigma) - _gauss_cdf_integral(xs - s / 2, sigma)
-        ) / s
-    return out
-
-
 def channel_widths(freqs_mhz: np.ndarray, chan_bw_mhz: float | None) -> float:
     """Channel width (MHz, positive) given or from the spacing of ``freqs_mhz``."""
     if chan_bw_mhz is not None:
@@ -196,8 +168,9 @@ def unit_profile(
     grid = np.arange(width * oversample + 1) * step
     for lo in range(0, freqs.size, chunk):
         sl = slice(lo, lo + chunk)
-        x = ((first[sl] - 0.5) * tsamp - centre[sl])[:, None] + grid[None, :]
-        cdf = _smeared_cdf(x, sigma, smear[sl, None], tsamp)
+        start = (first[sl] - 0.5) * tsamp - centre[sl]
+        cdf = np.empty((start.size, grid.size), np.float64)
+        kernels.smeared_cdf_rows(start, grid, sigma, smear[sl], 1e-6 * tsamp, cdf)
         mass = np.diff(cdf, axis=1)
         if burst.scattering_s > 0:
             kernels.scatter_exponential(mass, tau[sl] / step)

@@ -228,6 +228,41 @@ def ndtr(x):
 
 
 @njit(cache=True)
+def _gauss_cdf(x, sigma):  # pragma: no cover - compiled
+    if sigma > 0.0:
+        return 0.5 * math.erfc(-(x / sigma) / math.sqrt(2.0))
+    return 1.0 if x > 0.0 else (0.5 if x == 0.0 else 0.0)
+
+
+@njit(cache=True)
+def _gauss_cdf_integral(y, sigma):  # pragma: no cover - compiled
+    """Antiderivative of the Gaussian CDF: ``y Phi(y/sigma) + sigma phi(y/sigma)``."""
+    if sigma > 0.0:
+        u = y / sigma
+        return y * (0.5 * math.erfc(-u / math.sqrt(2.0))) + sigma * math.exp(
+            -0.5 * u * u
+        ) / math.sqrt(2.0 * math.pi)
+    return max(y, 0.0)
+
+
+@njit(parallel=True, cache=True)
+def smeared_cdf_rows(start, grid, sigma, smear, narrow, out):  # noqa: PLR0917
+    """``out[c, j]``: CDF at ``start[c] + grid[j]`` (s) of a Gaussian of standard deviation
+    ``sigma`` (s) convolved with a centred boxcar of ``smear[c]`` (s; a plain Gaussian
+    where ``smear[c] <= narrow``), float64. One compiled pass per channel row instead of
+    numpy temporaries (a FAST raw burst: 4096 rows of thousands of points)."""
+    for c in prange(out.shape[0]):
+        s = smear[c]
+        for j in range(out.shape[1]):
+            x = start[c] + grid[j]
+            if s > narrow:
+                upper = _gauss_cdf_integral(x + s / 2, sigma)
+                out[c, j] = (upper - _gauss_cdf_integral(x - s / 2, sigma)) / s
+            else:
+                out[c, j] = _gauss_cdf(x, sigma)
+
+
+@njit(cache=True)
 def scatter_exponential(mass, ratio):
     """Convolve fine-binned masses with a one-sided exponential, in place.
 
