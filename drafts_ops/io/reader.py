@@ -155,7 +155,7 @@ def transpose_into(out: np.ndarray, array: np.ndarray) -> None:
     if array.size < 65536 or array.dtype.byteorder not in ("=", "|"):
         out[...] = array.T
         return
-    if array.ndim == 2 and array.strides[0] == array.itemsize:
+    if array.strides[0] == array.itemsize:
         out[...] = array.T  # already stored as ``out`` is (a transposed view): a plain copy
         return
     if _transpose_bytes(out, array):
@@ -220,9 +220,6 @@ def spectra_for_writing(path: Path | str, header: Header, block: np.ndarray) -> 
             path, f"block of shape {block.shape} does not match the header: want {want}"
         )
     quantised = bits.quantise(block, header.nbits)
-    spectra = quantised.transpose(2, 0, 1)
-    if spectra.flags.c_contiguous:  # the block was stored time-major (the simulator's)
-        return spectra
     out = np.empty((block.shape[2], header.nifs, header.nchans), dtype=quantised.dtype)
     for i in range(header.nifs):
         transpose_into(out[:, i, :], quantised[i])

@@ -230,7 +230,7 @@ def ndtr(x):
 @njit(cache=True)
 def _gauss_cdf(x, sigma):  # pragma: no cover - compiled
     if sigma > 0.0:
-        return 0.5 * math.erfc(-(x / sigma) / math.sqrt(2.0))
+        return ndtr(x / sigma)
     return 1.0 if x > 0.0 else (0.5 if x == 0.0 else 0.0)
 
 
@@ -239,9 +239,7 @@ def _gauss_cdf_integral(y, sigma):  # pragma: no cover - compiled
     """Antiderivative of the Gaussian CDF: ``y Phi(y/sigma) + sigma phi(y/sigma)``."""
     if sigma > 0.0:
         u = y / sigma
-        return y * (0.5 * math.erfc(-u / math.sqrt(2.0))) + sigma * math.exp(
-            -0.5 * u * u
-        ) / math.sqrt(2.0 * math.pi)
+        return y * ndtr(u) + sigma * math.exp(-0.5 * u * u) / math.sqrt(2.0 * math.pi)
     return max(y, 0.0)
 
 
