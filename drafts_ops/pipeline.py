@@ -26,7 +26,7 @@ import numpy as np
 
 from drafts_ops.dedisp.modes import Backend, Mode
 from drafts_ops.dedisp.plan import DMPlan, smearing_s
-from drafts_ops.detect.candidates import Candidate, candidates_from_clusters
+from drafts_ops.detect.candidates import Candidate, candidates_from_clusters, reported_at_peaks
 from drafts_ops.detect.cluster import (
     ClusterLinks,
     Response,
@@ -948,7 +948,8 @@ def merge_block_results(
     """Cluster the giants of all blocks together and fold bow-tie sidelobes into their
     burst (those of band-limited and very wide bursts judged on the burst's measured
     pulse, read from the searched samples kept in ``work_dir`` or from the file): one
-    candidate per burst, brightest first."""
+    candidate per burst, reported at its peak (the centre of a flat one:
+    :func:`~drafts_ops.detect.candidates.reported_at_peaks`), brightest first."""
     parts = [Giants.load(p) for p in paths]
     dms = np.asarray(plan.dms)
     bands = plan.subband_frequencies() if plan.config.search_subbands > 1 else ()
@@ -976,6 +977,7 @@ def merge_block_results(
                 max_width=plan.config.max_width_samples, boxcar=clusters.boxcar,
                 snr_outside=maker.snr_outside,
             )  # fmt: skip
+    candidates = reported_at_peaks(candidates, clusters, dms, plan.header.tsamp)
     return own_candidates(candidates, plan)
 
 

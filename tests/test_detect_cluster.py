@@ -6,6 +6,7 @@ import numpy as np
 
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.dedisp.reference import dedisperse_reference
+from drafts_ops.detect.candidates import candidates_from_clusters, reported_at_peaks
 from drafts_ops.detect.cluster import ClusterLinks, cluster_giants, merge_blocks
 from drafts_ops.detect.single_pulse import Giants, find_giants
 
@@ -28,6 +29,34 @@ def test_two_groups_give_two_heads():
     assert c.heads.sample.tolist() == [1001, 3000, 1002]
     assert c.members.tolist() == [4, 1, 1]
     assert (c.first_sample[0], c.last_sample[0]) == (1000, 1005)
+
+
+def test_a_flat_topped_cluster_is_reported_at_the_centre_of_its_peak():
+    # a wide burst's S/N over DM trials 10..20 is flat within the noise, the brightest
+    # giant at the edge (trial 20): it reports the peak's centre, not that edge
+    flat = [(d, 1000 + 2 * (15 - d), 45, 15.0 + 0.05 * (d % 3)) for d in range(10, 20)]
+    g = _giants([*flat, (20, 990, 64, 15.52), (24, 982, 64, 12.0)])
+    c = cluster_giants(g, ClusterLinks(time_link=8, dm_link=5, width_link=3))
+    assert len(c) == 1
+    assert (c.heads.dm_index[0], c.heads.snr[0]) == (20, np.float32(15.52))  # the brightest
+    peak = c.peaks
+    assert 14 <= peak.dm_index[0] <= 16
+    assert peak.width[0] == 45 and peak.snr[0] >= 15.52 - 1.0
+    assert peak.sample[0] == 1000 + 2 * (15 - peak.dm_index[0])  # that trial's own giant
+    heads = candidates_from_clusters(c, np.arange(30.0), 1e-3)  # the sidelobe model's
+    assert heads[0].dm_index == 20
+    cand = reported_at_peaks(heads, c, np.arange(30.0), 1e-3)[0]
+    assert (cand.dm_index, cand.sample, cand.width_samples) == (
+        peak.dm_index[0],
+        peak.sample[0],
+        45,
+    )
+    assert cand.dm == float(peak.dm_index[0]) and cand.members == heads[0].members
+    # a bright burst's S/N falls off within a trial: it reports its brightest giant
+    sharp = _giants([(9, 1002, 2, 20.0), (10, 1000, 2, 30.0), (11, 998, 2, 19.0),
+                     (12, 996, 4, 12.0)])  # fmt: skip
+    peak = cluster_giants(sharp, ClusterLinks(time_link=8, dm_link=5, width_link=3)).peaks
+    assert (peak.dm_index[0], peak.snr[0]) == (10, 30.0)
 
 
 def test_width_link_separates_very_different_widths():

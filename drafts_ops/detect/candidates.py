@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,3 +145,28 @@ def candidates_from_clusters(
             )
         )
     return out
+
+
+def reported_at_peaks(
+    candidates: Sequence[Candidate], clusters: Clusters, dms: np.ndarray, tsamp: float
+) -> list[Candidate]:
+    """``candidates`` of ``clusters``' heads (:func:`candidates_from_clusters`, some since
+    folded into others) each moved to its cluster's peak (``clusters.peaks``: the centre
+    of a flat peak, else the head): DM, arrival, width and S/N are that giant's; members,
+    sample span and scores stay; brightest first again. ``dms`` are the plan's trials (pc
+    cm^-3), ``tsamp`` s."""
+    heads, peaks = clusters.heads, clusters.peaks
+    where = {(int(heads.sample[k]), int(heads.dm_index[k]), int(heads.width[k]),
+              int(heads.band[k])): k for k in range(len(clusters))}  # fmt: skip
+    out = []
+    for cand in candidates:
+        k = where.get((cand.sample, cand.dm_index, cand.width_samples, cand.subband or 0))
+        if k is None:
+            out.append(cand)
+            continue
+        width, sample = int(peaks.width[k]), int(peaks.sample[k])
+        out.append(cand.replace(tcand_s=sample * tsamp, dm=float(dms[int(peaks.dm_index[k])]),
+                                snr=float(peaks.snr[k]), width_samples=width,
+                                width_s=width * tsamp, dm_index=int(peaks.dm_index[k]),
+                                sample=sample))  # fmt: skip
+    return sorted(out, key=lambda cand: -cand.snr)

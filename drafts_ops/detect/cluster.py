@@ -2,7 +2,8 @@
 
 A burst lights up a bow-tie of DM trials and boxcar widths around its true DM and
 arrival; linking giants that are close in all three and keeping the brightest member
-turns the bow-tie into a single candidate (Heimdall's ``label_candidate_clusters``).
+turns the bow-tie into a single candidate (Heimdall's ``label_candidate_clusters``); where
+the S/N is flat over DM within the noise, the member at the centre of that peak.
 Blocks are merged by clustering the giants of all blocks together, so a burst on a block
 edge gives one candidate exactly as it would inside a block. Bright or wide bursts also
 light up the far arms of the bow-tie, which gaps can split off the main cluster;
@@ -55,7 +56,9 @@ class ClusterLinks:
 class Clusters:
     """Cluster heads (the brightest member of each cluster), brightest first.
 
-    ``heads`` are giants; ``members``, ``first_sample`` and ``last_sample`` (``[n]``) give
+    ``heads`` are giants; ``peaks`` the giants each cluster is reported at (its head, or
+    the centre of a flat peak: :func:`_peak_centres`; default: the heads);
+    ``members``, ``first_sample`` and ``last_sample`` (``[n]``) give
     each cluster's size and the sample range its members span; ``score`` is the highest
     neural-detector score among the members (NaN when none has one); ``boxcar`` says
     whether the cluster holds boxcar giants (False: found by the neural detector alone;
@@ -68,10 +71,13 @@ class Clusters:
     last_sample: np.ndarray = field(repr=False)
     score: np.ndarray = field(repr=False)
     boxcar: np.ndarray | None = field(default=None, repr=False)
+    peaks: Giants | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.boxcar is None:
             object.__setattr__(self, "boxcar", np.ones(len(self.heads), bool))
+        if self.peaks is None:
+            object.__setattr__(self, "peaks", self.heads)
 
     def __len__(self) -> int:
         return len(self.heads)
@@ -124,7 +130,10 @@ class Response:
 def cluster_giants(
     giants: Giants, links: ClusterLinks | None = None, response: Response | None = None
 ) -> Clusters:
-    """Group giants into bursts; each cluster is represented by its highest-S/N member.
+    """Group giants into bursts; each cluster is represented by its highest-S/N member
+    (its head), and reported at it, or, where members within :data:`PEAK_SNR_TOLERANCE`
+    of it span several DM trials, at the one at their centre (``peaks``,
+    :func:`_peak_centres`).
 
     With a ``response``, a cluster keeps only the members its brightest member can have
     produced (:meth:`Response.explains`); the others (a distinct burst that friends-of-
@@ -203,6 +212,7 @@ def _clusters(giants: Giants, labels: np.ndarray, boxcar: np.ndarray) -> Cluster
     by_snr = np.lexsort((-snr, ~counted, inverse))
     first_of = np.r_[0, np.flatnonzero(np.diff(inverse[by_snr])) + 1]
     head = by_snr[first_of]
+    peak = _peak_centres(giants, inverse, counted, head)
     members = np.bincount(inverse[counted], minlength=ncl).astype(np.int64)
     first = np.full(ncl, np.iinfo(np.int64).max)
     last = np.full(ncl, np.iinfo(np.int64).min)
@@ -211,11 +221,52 @@ def _clusters(giants: Giants, labels: np.ndarray, boxcar: np.ndarray) -> Cluster
     best_score = np.full(ncl, np.nan, np.float32)
     np.fmax.at(best_score, inverse, giants.score)
     rank = np.argsort(-snr[head], kind="stable")
-    head, members, first, last = head[rank], members[rank], first[rank], last[rank]
-    heads = Giants(giants.dm_index[head].astype(np.int32), sample[head],
-                   giants.width[head].astype(np.int32), snr[head],
-                   band=giants.band[head])  # fmt: skip
-    return Clusters(heads, members, first, last, best_score[rank], has_boxcar[rank])
+    head, peak = head[rank], peak[rank]
+    members, first, last = members[rank], first[rank], last[rank]
+    return Clusters(_giants_at(giants, head), members, first, last, best_score[rank],
+                    has_boxcar[rank], _giants_at(giants, peak))  # fmt: skip
+
+
+def _giants_at(giants: Giants, index: np.ndarray) -> Giants:
+    """Giants ``index`` of ``giants`` (without scores), as cluster heads are kept."""
+    return Giants(giants.dm_index[index].astype(np.int32), giants.sample[index].astype(np.int64),
+                  giants.width[index].astype(np.int32), giants.snr[index],
+                  band=giants.band[index])  # fmt: skip
+
+
+#: S/N (noise units) below a cluster's brightest member within which members are as good
+#: a peak as it: S/N differences under ~1 are the noise's (:func:`_peak_centres`).
+PEAK_SNR_TOLERANCE = 1.0
+
+
+def _peak_centres(
+    giants: Giants, inverse: np.ndarray, counted: np.ndarray, brightest: np.ndarray
+) -> np.ndarray:
+    """Each cluster's head: its best giant at the DM trial nearest the centre of its peak.
+
+    The peak is the DM trials whose best S/N comes within :data:`PEAK_SNR_TOLERANCE` of the
+    cluster's brightest giant (``brightest[k]``, a giant index; counted members of its
+    band), each weighted once by how far it rises above that floor. A wide or
+    band-limited burst's S/N is nearly flat over a range of DM trials (a wider boxcar
+    takes up the smearing), so its brightest giant sits wherever the noise put it, up to
+    the edge of that range; the centre of the range is the better DM estimate. A bright
+    burst's S/N falls by more than the tolerance within a trial or two, and its brightest
+    giant stays the head.
+    """
+    top = brightest[inverse]
+    floor = giants.snr[top] - PEAK_SNR_TOLERANCE
+    near = np.flatnonzero(counted & (giants.band == giants.band[top]) & (giants.snr >= floor))
+    label, trial = inverse[near], giants.dm_index[near].astype(np.int64)
+    order = np.lexsort((-giants.snr[near], trial, label))  # each trial's best first
+    best = order[np.r_[True, (np.diff(label[order]) != 0) | (np.diff(trial[order]) != 0)]]
+    weight = (giants.snr[near[best]] - floor[near[best]]).astype(np.float64) + 1e-6
+    ncl = brightest.size
+    centre = (np.bincount(label[best], weight * trial[best], ncl)
+              / np.bincount(label[best], weight, ncl))  # fmt: skip
+    distance = np.abs(trial[best] - centre[label[best]])
+    pick = np.lexsort((-giants.snr[near[best]], distance, label[best]))
+    first_of = np.r_[0, np.flatnonzero(np.diff(label[best][pick])) + 1]
+    return near[best[pick[first_of]]]
 
 
 def _link(sample: np.ndarray, dm_index: np.ndarray, width: np.ndarray, links: ClusterLinks):
@@ -450,7 +501,7 @@ def merge_sidelobes(
         last[i] = max(last[i], last[side].max())
         score[i] = np.fmax(score[i], np.fmax.reduce(score[side]))
     return Clusters(heads.select(alive), members[alive], first[alive], last[alive], score[alive],
-                    clusters.boxcar[alive])  # fmt: skip
+                    clusters.boxcar[alive], clusters.peaks.select(alive))  # fmt: skip
 
 
 #: A burst whose emission covers less than this fraction of the band is band-limited for
