@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from drafts_ops.detect.cluster import Clusters
+from drafts_ops.detect.single_pulse import Giants
 from drafts_ops.errors import ParameterError
 
 
@@ -123,18 +124,10 @@ def candidates_from_clusters(
     heads = clusters.heads
     out = []
     for i in range(len(clusters)):
-        width = int(heads.width[i])
-        sample = int(heads.sample[i])
         score = float(clusters.score[i])
         out.append(
             Candidate(
-                tcand_s=sample * tsamp,
-                dm=float(dms[int(heads.dm_index[i])]),
-                snr=float(heads.snr[i]),
-                width_samples=width,
-                width_s=width * tsamp,
-                dm_index=int(heads.dm_index[i]),
-                sample=sample,
+                **_position(heads, i, dms, tsamp),
                 members=int(clusters.members[i]),
                 first_sample=int(clusters.first_sample[i]),
                 last_sample=int(clusters.last_sample[i]),
@@ -161,12 +154,14 @@ def reported_at_peaks(
     out = []
     for cand in candidates:
         k = where.get((cand.sample, cand.dm_index, cand.width_samples, cand.subband or 0))
-        if k is None:
-            out.append(cand)
-            continue
-        width, sample = int(peaks.width[k]), int(peaks.sample[k])
-        out.append(cand.replace(tcand_s=sample * tsamp, dm=float(dms[int(peaks.dm_index[k])]),
-                                snr=float(peaks.snr[k]), width_samples=width,
-                                width_s=width * tsamp, dm_index=int(peaks.dm_index[k]),
-                                sample=sample))  # fmt: skip
+        out.append(cand if k is None else cand.replace(**_position(peaks, k, dms, tsamp)))
     return sorted(out, key=lambda cand: -cand.snr)
+
+
+def _position(giants: Giants, i: int, dms: np.ndarray, tsamp: float) -> dict[str, Any]:
+    """Candidate fields of giant ``i``: arrival (s and sample), DM (pc cm^-3, from the
+    trials ``dms``) and its index, S/N, boxcar width (samples and s; ``tsamp`` s)."""
+    width, sample, trial = int(giants.width[i]), int(giants.sample[i]), int(giants.dm_index[i])
+    return {"tcand_s": sample * tsamp, "dm": float(dms[trial]), "snr": float(giants.snr[i]),
+            "width_samples": width, "width_s": width * tsamp, "dm_index": trial,
+            "sample": sample}  # fmt: skip

@@ -242,7 +242,8 @@ PEAK_SNR_TOLERANCE = 1.0
 def _peak_centres(
     giants: Giants, inverse: np.ndarray, counted: np.ndarray, brightest: np.ndarray
 ) -> np.ndarray:
-    """Each cluster's head: its best giant at the DM trial nearest the centre of its peak.
+    """Where each cluster is reported: its best giant at the DM trial nearest the centre of
+    its peak (giant indices).
 
     The peak is the DM trials whose best S/N comes within :data:`PEAK_SNR_TOLERANCE` of the
     cluster's brightest giant (``brightest[k]``, a giant index; counted members of its
@@ -250,8 +251,8 @@ def _peak_centres(
     band-limited burst's S/N is nearly flat over a range of DM trials (a wider boxcar
     takes up the smearing), so its brightest giant sits wherever the noise put it, up to
     the edge of that range; the centre of the range is the better DM estimate. A bright
-    burst's S/N falls by more than the tolerance within a trial or two, and its brightest
-    giant stays the head.
+    burst's S/N falls by more than the tolerance within a trial or two, and it is reported
+    at its brightest giant.
     """
     top = brightest[inverse]
     floor = giants.snr[top] - PEAK_SNR_TOLERANCE
