@@ -133,6 +133,22 @@ class SearchConfig:
         sub-band reaches ``sqrt(search_subbands)`` times its full-band S/N there. Their
         threshold is raised for the extra trials (:func:`~drafts_ops.detect.single_pulse.
         trials_threshold`); classical search only.
+    detector_subbands : int
+        The neural detector also sees this many equal sub-bands (1: the full band only):
+        each sub-band of the block is also dedispersed on its own (the full band as
+        without them, so the boxcar search is unchanged; with ``search_subbands``, which
+        must then agree, the full band is their sum), and the detector's input
+        is, pixel by pixel, the largest of the full band's pooled DM-time rows and each
+        sub-band's, scaled to the full band's noise (``sqrt(nchans / sub-band
+        channels)``): a burst confined to one of ``n`` sub-bands stands up to
+        ``sqrt(n)`` times higher there. One network pass per tile as before. A peak
+        the full band does not keep (:func:`keeps_detection`) but that scores at least
+        ``detector_faint_threshold`` has its boxcar S/N measured in each sub-band near
+        it (within the detector's precision) and is kept at the best where that passes
+        the same rules with ``ml_min_snr`` and ``snr_threshold`` raised for the extra
+        trials (:func:`~drafts_ops.detect.single_pulse.trials_threshold`); its
+        candidate names the sub-band. Unlike ``search_subbands``, no sub-band is
+        searched whole: a sub-band detection needs the detector's confidence.
     decimate : bool
         Dedisperse each DM trial at its Heimdall / DDplan time resolution
         (``DMPlan.from_header(..., decimate=True)``; production mode only).
@@ -177,6 +193,7 @@ class SearchConfig:
     memory_budget_mib: float = 1024.0
     snr_threshold: float = 6.5
     search_subbands: int = 1
+    detector_subbands: int = 1
     max_width_samples: int = 64
     baseline_s: float = 2.0
     norm_method: NormMethod = "mad"
@@ -231,6 +248,17 @@ class SearchConfig:
         elif self.search_subbands > 1 and self.detector == "ml":
             problems.append("search_subbands needs the classical search (detector "
                             "'classical' or 'both')")  # fmt: skip
+        if int(self.detector_subbands) < 1:
+            problems.append(f"detector_subbands = {self.detector_subbands} (must be >= 1)")
+        elif self.detector_subbands > 1 and self.detector == "classical":
+            problems.append("detector_subbands needs the neural detector (detector 'ml' or "
+                            "'both')")  # fmt: skip
+        elif min(self.search_subbands, self.detector_subbands) > 1 and (
+            self.search_subbands != self.detector_subbands
+        ):
+            problems.append(f"search_subbands = {self.search_subbands} and "
+                            f"detector_subbands = {self.detector_subbands} must agree "
+                            "(one split of the band)")  # fmt: skip
         if self.decimate and self.dedisp_mode != "production":
             problems.append("decimate needs dedisp_mode 'production' (the prototype ignores it)")
         if self.dedisp_mode == "prototype" and self.algorithm != "brute":
@@ -247,6 +275,12 @@ class SearchConfig:
     @property
     def links(self) -> ClusterLinks:
         return ClusterLinks(self.time_link, self.dm_link, self.width_link)
+
+    @property
+    def dedispersed_subbands(self) -> int:
+        """Sub-bands the streaming pass dedisperses one at a time (1: the full band at
+        once): ``search_subbands`` or ``detector_subbands``, whichever asks for them."""
+        return max(self.search_subbands, self.detector_subbands)
 
     @property
     def decimates(self) -> bool:
@@ -345,9 +379,9 @@ class SearchPlan:
         )
 
     def subband_channels(self) -> list[tuple[int, int]]:
-        """Channel ranges ``[c0, c1)`` of the ``config.search_subbands`` searched sub-bands
+        """Channel ranges ``[c0, c1)`` of the ``config.dedispersed_subbands`` sub-bands
         (equal shares of the searched channels, file order)."""
-        edges = np.linspace(0, self.header.nchans, self.config.search_subbands + 1)
+        edges = np.linspace(0, self.header.nchans, self.config.dedispersed_subbands + 1)
         edges = edges.round().astype(int)
         return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]
 
@@ -453,8 +487,8 @@ def plan_search(
         raw = reader.header
         edges = getattr(reader, "starts", None)  # first sample of each file (sequences)
     header = _searched_header(raw, config)
-    if config.search_subbands > header.nchans:
-        raise ParameterError(f"{path}: search_subbands = {config.search_subbands} is more than "
+    if config.dedispersed_subbands > header.nchans:
+        raise ParameterError(f"{path}: {config.dedispersed_subbands} sub-bands are more than "
                              f"the {header.nchans} searched channels")  # fmt: skip
     full = DMPlan.from_header(
         header, config.dm_min, config.dm_max, config.dm_step,
@@ -488,7 +522,8 @@ def plan_search(
         full,
         config.memory_budget_mib,
         pad,
-        subbands=config.search_subbands,
+        subbands=config.dedispersed_subbands,
+        searched_subbands=config.search_subbands > 1,
         quantised=config.quantises,
     )
     factor = int(full.decimation.max())
@@ -555,6 +590,7 @@ def block_size_for_budget(
     pad: int,
     *,
     subbands: int = 1,
+    searched_subbands: bool = True,
     quantised: bool = False,
 ) -> int:
     """Output samples per block so that one block's buffers fit in ``budget_mib``.
@@ -573,9 +609,10 @@ def block_size_for_budget(
     ~9 MiB for a FAST-like block) comes out of the reserve, so that ``--detector both``
     searches the same blocks as the classical search and only adds to its candidates. The
     overlap (maximum delay plus boxcar padding) costs the input terms once more;
-    :data:`BUDGET_RESERVE_MIB` is left for the operator's scratch. A sub-band search
-    (``subbands > 1``) adds one sub-band's DM-time array, width index and contiguous input
-    copy. Returns a multiple of 1024, at least 4096.
+    :data:`BUDGET_RESERVE_MIB` is left for the operator's scratch. Dedispersing
+    ``subbands > 1`` sub-bands one at a time adds one sub-band's DM-time array and
+    contiguous input copy, and searching them (``searched_subbands``) its width index.
+    Returns a multiple of 1024, at least 4096.
     """
     decimating = header.nchans != raw.nchans or header.tsamp > raw.tsamp * 1.5
     itemsize = max(raw.nbits, 8) / 8
@@ -585,7 +622,8 @@ def block_size_for_budget(
     else:
         input_bytes = 2.0 * raw.nchans * itemsize + 4.0 * header.nchans
         fixed = 0.0
-    output_bytes = plan.ndm * (4 + 1 + (5 if subbands > 1 else 0))
+    band_bytes = (4 + (1 if searched_subbands else 0)) if subbands > 1 else 0
+    output_bytes = plan.ndm * (4 + 1 + band_bytes)
     if subbands > 1:
         input_bytes += 4.0 * header.nchans / subbands
     overlap = plan.max_delay + 2 * pad
@@ -606,7 +644,7 @@ class BlockBuffers:
     quantised: np.ndarray | None = None  # 8-bit kernel input of samples read elsewhere
     dm_time: np.ndarray | None = None
     width_index: np.ndarray | None = None
-    band_dm_time: np.ndarray | None = None  # one sub-band's (search_subbands > 1)
+    band_dm_time: np.ndarray | None = None  # one sub-band's (dedispersed_subbands > 1)
     band_width_index: np.ndarray | None = None
     masked: np.ndarray | None = None  # blocks in which each channel was masked
     blocks: int = 0
@@ -718,19 +756,28 @@ def search_block(
     dm_time = buffers.get("dm_time", (dm_plan.ndm, nout), np.float32)
     valid = np.clip(nreal - dm_plan.delays.max(axis=1).astype(np.int64), 0, nout)
     keep = (block.start - block.read_start, block.stop - block.read_start)
-    parts = []
-    if cfg.search_subbands > 1:  # the full band is then the sum of the sub-bands
-        parts += _search_subbands(kernel_input, plan, block, dm_time, valid=valid,
-                                  buffers=buffers, keep=keep, affine=affine)  # fmt: skip
+    detector = _load_detector() if cfg.detector in ("ml", "both") else None
+    parts: list[Giants] = []
+    band_rows = None  # the sub-bands' pooled detector rows (detector_subbands > 1)
+    if cfg.dedispersed_subbands > 1:
+        # searched sub-bands: the full band is their sum; for the detector alone, the full
+        # band is dedispersed as without it, so that its boxcar search is unchanged
+        summed = cfg.search_subbands > 1
+        if not summed:
+            _dedisperse(kernel_input, dm_plan, cfg, out=dm_time, **affine)
+        band_rows = _dedisperse_subbands(kernel_input, plan, block, dm_time, valid=valid,
+                                         buffers=buffers, keep=keep, affine=affine,
+                                         parts=parts, summed=summed)  # fmt: skip
     else:
         _dedisperse(kernel_input, dm_plan, cfg, out=dm_time, **affine)
     if buffers.on_dm_time is not None:
         buffers.on_dm_time(block, dm_time[:, keep[0] : keep[1]])
-    detector = _load_detector() if cfg.detector in ("ml", "both") else None
     if detector is not None:  # the detector's rows, before the S/N overwrites the samples
         from drafts_ops.ml.inference import pool_dm_rows
 
         pooled = pool_dm_rows(dm_time)
+        if band_rows is not None:
+            np.maximum(pooled, band_rows, out=pooled)
     width_index = buffers.get("width_index", dm_time.shape, np.int8)
     widths = _boxcar_search(dm_time, valid, width_index, plan)
     snr = dm_time
@@ -739,16 +786,110 @@ def search_block(
                                   sample_offset=block.read_start, keep=keep))  # fmt: skip
     if detector is not None:
         peaks = detector.detect_pooled(pooled, snr.shape[0], cfg.detector_threshold)
-        dms = np.array([p.dm_index for p in peaks], np.float64)
-        cols = np.array([p.sample for p in peaks], np.float64)
-        owned = (cols >= keep[0] - 0.5) & (cols < keep[1] - 0.5)
-        scores = np.array([p.score for p in peaks], np.float32)[owned]
-        dm_radius, radius = detector.position_uncertainty(dm_time.shape[0])
-        ml = giants_at(snr, width_index, dms[owned], cols[owned], scores, radius=radius,
-                       dm_radius=dm_radius, sample_offset=block.read_start,
-                       widths=widths)  # fmt: skip
-        parts.append(ml.select(keeps_detection(ml.snr, ml.score, cfg)))
+        searched = (snr, width_index, widths)
+        sub_bands = _SubbandProbe(kernel_input, plan, block, valid, nout, affine)
+        parts.append(_detector_giants(peaks, detector, searched, sub_bands, cfg=cfg))
     return Giants.concatenate(parts)
+
+
+def _detector_giants(
+    peaks: list, detector: Any, searched: tuple[np.ndarray, np.ndarray, np.ndarray],
+    sub_bands: _SubbandProbe, *, cfg: SearchConfig,
+) -> Giants:  # fmt: skip
+    """The giants of the detector's ``peaks`` in the block that the search keeps
+    (:func:`keeps_detection`), each at the best boxcar S/N near it (``searched``: the
+    full band's S/N, width index and widths).
+
+    With ``detector_subbands > 1``, a peak the full band does not keep but that scores at
+    least ``detector_faint_threshold`` is kept at its best sub-band's S/N (``band = k``,
+    measured by ``sub_bands``) where that passes the same rules with both thresholds
+    raised for the extra trials (:func:`trials_threshold`).
+    """
+    from drafts_ops.detect.single_pulse import trials_threshold
+
+    snr, width_index, widths = searched
+    block = sub_bands.block
+    dms = np.array([p.dm_index for p in peaks], np.float64)
+    cols = np.array([p.sample for p in peaks], np.float64)
+    lo, hi = block.start - block.read_start, block.stop - block.read_start
+    owned = (cols >= lo - 0.5) & (cols < hi - 0.5)
+    dm_radius, radius = detector.position_uncertainty(snr.shape[0])
+    scores = np.array([p.score for p in peaks], np.float32)[owned]
+    full = giants_at(snr, width_index, dms[owned], cols[owned], scores, radius=radius,
+                     dm_radius=dm_radius, sample_offset=block.read_start,
+                     widths=widths)  # fmt: skip
+    kept = keeps_detection(full.snr, full.score, cfg)
+    n = cfg.detector_subbands
+    if n == 1 or kept.all():
+        return full.select(kept)
+    floor = trials_threshold(cfg.ml_min_snr, n) if cfg.ml_min_snr > 0 else 0.0
+    raised = dataclasses.replace(cfg, snr_threshold=trials_threshold(cfg.snr_threshold, n),
+                                 ml_min_snr=floor)  # fmt: skip
+    probed = ~kept & (full.score >= cfg.detector_faint_threshold)
+    sub = sub_bands.giants_at(dms[owned][probed], cols[owned][probed], full.score[probed],
+                              radius=radius, dm_radius=dm_radius)  # fmt: skip
+    in_band = keeps_detection(sub.snr, sub.score, raised)
+    return Giants.concatenate([full.select(kept), sub.select(in_band)])
+
+
+@dataclass
+class _SubbandProbe:
+    """Measures the sub-band S/N of a few DM-time positions of a block from its kernel
+    input (the detector's peaks the full band does not keep): cheaper than searching
+    every sub-band's whole DM-time array."""
+
+    prepared: np.ndarray
+    plan: SearchPlan
+    block: BlockRange
+    valid: np.ndarray
+    nout: int
+    affine: dict
+
+    def giants_at(
+        self, dm_index: np.ndarray, sample: np.ndarray, score: np.ndarray, *, radius: int,
+        dm_radius: int,
+    ) -> Giants:  # fmt: skip
+        """Giants at the best S/N of any sub-band within ``dm_radius`` trials and ``radius``
+        samples of each (fractional) position in the block, with ``band = k``."""
+        if not len(score):
+            return Giants.empty()
+        best = [self._best_in_sub_bands(round(d), round(t), radius, dm_radius)
+                for d, t in zip(dm_index, sample, strict=True)]  # fmt: skip
+        d, t, w, snr, band = (np.array(v) for v in zip(*best, strict=True))
+        return Giants(d.astype(np.int32), t + self.block.read_start, w.astype(np.int32),
+                      snr.astype(np.float32), np.asarray(score, np.float32),
+                      band.astype(np.int8))  # fmt: skip
+
+    def _best_in_sub_bands(self, d0: int, t0: int, radius: int, dm_radius: int) -> tuple:
+        from drafts_ops.detect.kernels import search_rows
+        from drafts_ops.detect.single_pulse import baseline_window
+
+        plan = self.plan
+        cfg = dataclasses.replace(plan.config, algorithm="brute")  # a few trials
+        ndm = len(plan.dms)
+        rows = np.arange(max(d0 - dm_radius, 0), min(d0 + dm_radius + 1, ndm))
+        widths = boxcar_widths(cfg.max_width_samples)
+        baseline = baseline_window(cfg.baseline_s, plan.header.tsamp, cfg.max_width_samples)
+        nout = self.nout
+        t_lo, t_hi = max(t0 - radius, 0), min(t0 + radius + 1, nout)
+        best = (d0, t0, 1, -np.inf, 0)
+        pairs = zip(plan.subband_channels(), plan.subband_plans(), strict=True)
+        for k, ((c0, c1), band) in enumerate(pairs, start=1):
+            delays = np.ascontiguousarray(band.delays[rows])
+            sub = DMPlan(band.dms[rows], band.freqs, band.tsamp, delays,
+                         np.ones(rows.size, np.int32))  # fmt: skip
+            series = _dedisperse(self.prepared[c0:c1, : nout + sub.max_delay], sub, cfg,
+                                 **self.affine)  # fmt: skip
+            series = np.ascontiguousarray(series, np.float32)
+            index = np.empty(series.shape, np.int8)
+            search_rows(series, self.valid[rows], widths, baseline, SEARCH_NOISE_POINTS,
+                        series, index)  # fmt: skip
+            patch = series[:, t_lo:t_hi]
+            i, j = np.unravel_index(int(np.argmax(patch)), patch.shape)
+            if patch[i, j] > best[3]:
+                best = (int(rows[i]), t_lo + j, int(widths[index[i, t_lo + j]]),
+                        float(patch[i, j]), k)  # fmt: skip
+        return best
 
 
 def keeps_detection(snr: np.ndarray, score: np.ndarray, config: SearchConfig) -> np.ndarray:
@@ -775,36 +916,58 @@ def _kernel_input(
     return buffers.get("quantised", shape, np.uint8)
 
 
-def _search_subbands(
+def _dedisperse_subbands(
     prepared: np.ndarray, plan: SearchPlan, block: BlockRange, dm_time: np.ndarray,
     *, valid: np.ndarray, buffers: BlockBuffers, keep: tuple[int, int], affine: dict,
-) -> list[Giants]:  # fmt: skip
-    """Dedisperse and search each sub-band of the block on its own; their sum, the full
-    band's DM-time data, is left in ``dm_time`` (the same trials and delays: exact).
+    parts: list[Giants], summed: bool = True,
+) -> np.ndarray | None:  # fmt: skip
+    """Dedisperse each sub-band of the block on its own; with ``summed``, their sum, the full
+    band's DM-time data, is left in ``dm_time`` (the same trials and delays: exact), else
+    ``dm_time`` (the full band, dedispersed at once) is left alone.
 
-    Sub-band giants carry ``band = k`` (1-based) and cross a threshold raised for the
-    extra trials (:func:`trials_threshold`).
+    With ``search_subbands > 1`` each sub-band is searched too: its giants, which carry
+    ``band = k`` (1-based) and cross a threshold raised for the extra trials
+    (:func:`trials_threshold`), are appended to ``parts``. With ``detector_subbands > 1``
+    returns the pixel-wise maximum of the sub-bands' pooled detector rows, each scaled to
+    the full band's noise (``sqrt(nchans / sub-band channels)``); else None.
     """
     from drafts_ops.detect.single_pulse import trials_threshold
 
     cfg = plan.config
+    searched = cfg.search_subbands > 1
     threshold = trials_threshold(cfg.snr_threshold, cfg.search_subbands)
     band = buffers.get("band_dm_time", dm_time.shape, np.float32)
-    width_index = buffers.get("band_width_index", dm_time.shape, np.int8)
+    width_index = buffers.get("band_width_index", dm_time.shape, np.int8) if searched else None
     nout = dm_time.shape[1]
-    parts = []
+    rows = None
     pairs = zip(plan.subband_channels(), plan.subband_plans(), strict=True)
     for k, ((c0, c1), sub_plan) in enumerate(pairs, start=1):
         _dedisperse(prepared[c0:c1, : nout + sub_plan.max_delay], sub_plan, cfg, out=band,
                     **affine)  # fmt: skip
-        if k == 1:
+        if summed and k == 1:
             dm_time[...] = band
-        else:
+        elif summed:
             dm_time += band
-        widths = _boxcar_search(band, valid, width_index, plan)
-        parts.append(giants_above(band, width_index, threshold, widths=widths,
-                                  sample_offset=block.read_start, keep=keep, band=k))  # fmt: skip
-    return parts
+        if cfg.detector_subbands > 1:
+            rows = _max_band_rows(rows, band, math.sqrt(plan.header.nchans / (c1 - c0)))
+        if searched:
+            widths = _boxcar_search(band, valid, width_index, plan)
+            parts.append(giants_above(band, width_index, threshold, widths=widths,
+                                      sample_offset=block.read_start, keep=keep,
+                                      band=k))  # fmt: skip
+    return rows
+
+
+def _max_band_rows(rows: np.ndarray | None, band: np.ndarray, scale: float) -> np.ndarray:
+    """``rows`` (or a new array) raised to one sub-band's pooled detector rows times
+    ``scale`` wherever those are higher."""
+    from drafts_ops.ml.inference import pool_dm_rows
+
+    pooled = pool_dm_rows(band)
+    pooled *= np.float32(scale)
+    if rows is None:
+        return pooled
+    return np.maximum(rows, pooled, out=rows)
 
 
 def _boxcar_search(
@@ -952,7 +1115,7 @@ def merge_block_results(
     :func:`~drafts_ops.detect.candidates.reported_at_peaks`), brightest first."""
     parts = [Giants.load(p) for p in paths]
     dms = np.asarray(plan.dms)
-    bands = plan.subband_frequencies() if plan.config.search_subbands > 1 else ()
+    bands = plan.subband_frequencies() if plan.config.dedispersed_subbands > 1 else ()
     response = Response(dms, plan.header.chan_freqs, plan.header.tsamp,
                         plan.config.max_width_samples, bands)  # fmt: skip
     clusters = merge_blocks(parts, plan.config.links, response)
@@ -964,7 +1127,7 @@ def merge_block_results(
         plan.header.tsamp,
         file=plan.own_file,
         beam=plan.raw_header.ibeam,
-        subbands=plan.config.search_subbands > 1,
+        subbands=plan.config.dedispersed_subbands > 1,
     )
     if len(candidates) >= 2:
         from drafts_ops.detect.products import CutoutMaker, SearchedSamples

@@ -116,6 +116,12 @@ class SearchOptions(_Options):
         description="also search this many sub-bands on their own (band-limited bursts; "
         "threshold raised for the extra trials; 1: full band only)",
     )  # fmt: skip
+    detector_subbands: int = Field(
+        _default("detector_subbands"), ge=1, le=64,
+        description="the neural detector also sees this many sub-bands' DM-time data and "
+        "keeps its peaks at their sub-band S/N (band-limited bursts; no extra network "
+        "pass; 1: full band only)",
+    )  # fmt: skip
     zero_dm: bool = Field(_default("zero_dm"), description="subtract the zero-DM series")
     clip_pixels: float = Field(
         _default("clip_pixels"),

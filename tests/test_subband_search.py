@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from drafts_ops.dedisp import dedisperse
-from drafts_ops.dedisp.plan import DMPlan
+from drafts_ops.dedisp.plan import DMPlan, dispersion_delay_s
 from drafts_ops.detect.candidates import Candidate
 from drafts_ops.detect.single_pulse import trials_threshold
 from drafts_ops.detect.writers import read_csv, write_csv
@@ -111,6 +111,93 @@ def test_more_sub_bands_than_channels_is_refused_naming_the_file(tmp_path):
 
     path = write_simulation(tmp_path / "small.fil", SimulationConfig(
         nchans=16, fch1=1500.0, foff=-4.0, tsamp=1e-3, duration_s=2.0, seed=1))  # fmt: skip
-    with pytest.raises(ParameterError, match=r"small\.fil.*search_subbands = 32"):
+    with pytest.raises(ParameterError, match=r"small\.fil.*32 sub-bands"):
         plan_search(path, SearchConfig(search_subbands=32, dm_max=100.0))
     assert plan_search(path, SearchConfig(search_subbands=16, dm_max=100.0)).subband_plans()
+
+
+# -- the neural detector on the sub-bands (detector_subbands) ---------------------------
+
+
+def test_the_detector_finds_a_band_limited_burst_in_its_sub_band(tmp_path):
+    """Full band S/N ~5 (below the detector's floor of 6): only the sub-band view finds it,
+    at its sub-band S/N above the floor raised for the extra trials."""
+    from drafts_ops.simulate import BurstSpec
+
+    burst = BurstSpec(t_s=2.0, dm=600.0, snr=3.0, width_s=2e-3, **NARROW)
+    assert not _search(tmp_path / "a", burst, detector="both")
+    (found,) = _search(tmp_path / "b", burst, detector="both", detector_subbands=4)
+    # a burst over 1285-1315 MHz pins its DM loosely: a DM error moves the arrival
+    # extrapolated to the top of the band (1500 MHz)
+    shift = dispersion_delay_s(600.0 - found.dm, 1300.0, 1500.0 - 300 / 512)
+    assert found.tcand_s == pytest.approx(2.0 + float(shift), abs=5e-3)
+    assert abs(found.dm - 600.0) < 100.0
+    assert found.subband == 3 and found.detector_score >= 0.65
+    assert found.snr > trials_threshold(SearchConfig().ml_min_snr, 4)
+
+
+class _RecordingDetector:
+    """Stands in for the network: records the rows it is shown, finds nothing."""
+
+    def __init__(self):
+        self.rows = []
+
+    def detect_pooled(self, rows, ndm, threshold=0.5):
+        self.rows.append(np.array(rows))
+        return []
+
+    @staticmethod
+    def position_uncertainty(ndm):
+        return 1, 2
+
+
+def test_the_detector_sees_the_brightest_of_full_band_and_sub_band_rows(tmp_path, monkeypatch):
+    """Input: pixel by pixel the maximum of the full band's pooled rows and each sub-band's
+    scaled to the full band's noise (``sqrt(nchans / sub-band channels)``)."""
+    from drafts_ops.ml import inference
+    from drafts_ops.simulate import BurstSpec
+
+    dedispersed = []
+    real_pool = inference.pool_dm_rows
+
+    def spy(dm_time):
+        dedispersed.append(np.array(dm_time))
+        return real_pool(dm_time)
+
+    fake = _RecordingDetector()
+    monkeypatch.setattr(inference, "pool_dm_rows", spy)
+    monkeypatch.setattr("drafts_ops.pipeline._load_detector", lambda: fake)
+    burst = BurstSpec(t_s=2.0, dm=600.0, snr=3.5, width_s=2e-3, **NARROW)
+    _search(tmp_path, burst, detector="ml", detector_subbands=4, algorithm="brute")
+    *bands, full = dedispersed[:5]  # the first block: four sub-bands, then their sum
+    np.testing.assert_allclose(sum(bands), full, rtol=1e-4, atol=1e-3)
+    plan = plan_search(tmp_path / "sim.fil", SearchConfig(**QUIET, detector="ml",
+                                                         detector_subbands=4))  # fmt: skip
+    scales = [math.sqrt(plan.header.nchans / (c1 - c0)) for c0, c1 in plan.subband_channels()]
+    views = [real_pool(full)] + [real_pool(b) * s for b, s in zip(bands, scales, strict=True)]
+    np.testing.assert_allclose(fake.rows[0], np.max(views, axis=0), rtol=1e-6)
+    assert (fake.rows[0] > views[0]).mean() > 0.5  # the sub-bands do change what it sees
+
+
+def test_the_sub_band_view_leaves_the_full_band_search_as_it_was(tmp_path):
+    """The full band is dedispersed as without the sub-bands (not as their sum, which the
+    production sub-band algorithm approximates differently): the boxcar candidates of
+    ``--detector both`` keep their S/N bit for bit."""
+    from drafts_ops.simulate import BurstSpec
+
+    burst = BurstSpec(t_s=2.0, dm=600.0, snr=15.0, width_s=2e-3)
+    (alone,) = _at(_search(tmp_path / "a", burst, detector="both"))
+    (split,) = _at(_search(tmp_path / "b", burst, detector="both", detector_subbands=4))
+    assert alone.subband is None and split.subband == 0
+    assert (split.snr, split.dm, split.sample) == (alone.snr, alone.dm, alone.sample)
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    ({"detector_subbands": 0}, "detector_subbands = 0"),
+    ({"detector_subbands": 4}, "needs the neural detector"),
+    ({"detector": "both", "detector_subbands": 4, "search_subbands": 2}, "must agree"),
+])  # fmt: skip
+def test_impossible_detector_sub_band_options_are_refused(options, words):
+    with pytest.raises(ParameterError, match=words):
+        SearchConfig(**options)
+    SearchConfig(detector="both", detector_subbands=4, search_subbands=4)  # one split: fine

@@ -63,6 +63,8 @@ def _add_search_parser(targets) -> None:
                    help="search detector (default: the search's, classical)")  # fmt: skip
     s.add_argument("--search-subbands", type=int, default=None,
                    help="also search this many sub-bands alone (default 1: off)")  # fmt: skip
+    s.add_argument("--detector-subbands", type=int, default=None,
+                   help="the detector also sees this many sub-bands (default 1)")  # fmt: skip
     s.add_argument("--data-dir", type=Path, default=None,
                    help="observations kept here (default: TMPDIR/drafts-bench)")  # fmt: skip
     s.add_argument("--json", action="store_true", help="print a JSON list, one object per run")
@@ -74,7 +76,7 @@ def run_search_bench(args: argparse.Namespace) -> int:
     from drafts_ops.platform import platform_info
 
     extra = {}
-    for name in ("memory_budget_mib", "detector", "search_subbands"):
+    for name in ("memory_budget_mib", "detector", "search_subbands", "detector_subbands"):
         if getattr(args, name):
             extra[name] = getattr(args, name)
     results = run_search_bench(args.configs, paths=tuple(args.paths), modes=tuple(args.modes),
