@@ -278,8 +278,8 @@ class SearchConfig:
 
     @property
     def dedispersed_subbands(self) -> int:
-        """Sub-bands the streaming pass dedisperses one at a time (1: the full band at
-        once): ``search_subbands`` or ``detector_subbands``, whichever asks for them."""
+        """Sub-bands the search splits the band into (1: none): ``search_subbands`` or
+        ``detector_subbands``, whichever asks for them."""
         return max(self.search_subbands, self.detector_subbands)
 
     @property
@@ -522,8 +522,7 @@ def plan_search(
         full,
         config.memory_budget_mib,
         pad,
-        subbands=config.dedispersed_subbands,
-        searched_subbands=config.search_subbands > 1,
+        subbands=config.search_subbands,
         quantised=config.quantises,
     )
     factor = int(full.decimation.max())
@@ -590,7 +589,6 @@ def block_size_for_budget(
     pad: int,
     *,
     subbands: int = 1,
-    searched_subbands: bool = True,
     quantised: bool = False,
 ) -> int:
     """Output samples per block so that one block's buffers fit in ``budget_mib``.
@@ -609,10 +607,10 @@ def block_size_for_budget(
     ~9 MiB for a FAST-like block) comes out of the reserve, so that ``--detector both``
     searches the same blocks as the classical search and only adds to its candidates. The
     overlap (maximum delay plus boxcar padding) costs the input terms once more;
-    :data:`BUDGET_RESERVE_MIB` is left for the operator's scratch. Dedispersing
-    ``subbands > 1`` sub-bands one at a time adds one sub-band's DM-time array and
-    contiguous input copy, and searching them (``searched_subbands``) its width index.
-    Returns a multiple of 1024, at least 4096.
+    :data:`BUDGET_RESERVE_MIB` is left for the operator's scratch (and for the detector's
+    sub-band rows, :data:`SUBBAND_ROWS_CHUNK_MIB`). A sub-band search (``subbands > 1``)
+    adds one sub-band's DM-time array, width index and contiguous input copy. Returns a
+    multiple of 1024, at least 4096.
     """
     decimating = header.nchans != raw.nchans or header.tsamp > raw.tsamp * 1.5
     itemsize = max(raw.nbits, 8) / 8
@@ -622,8 +620,7 @@ def block_size_for_budget(
     else:
         input_bytes = 2.0 * raw.nchans * itemsize + 4.0 * header.nchans
         fixed = 0.0
-    band_bytes = (4 + (1 if searched_subbands else 0)) if subbands > 1 else 0
-    output_bytes = plan.ndm * (4 + 1 + band_bytes)
+    output_bytes = plan.ndm * (4 + 1 + (5 if subbands > 1 else 0))
     if subbands > 1:
         input_bytes += 4.0 * header.nchans / subbands
     overlap = plan.max_delay + 2 * pad
@@ -644,8 +641,9 @@ class BlockBuffers:
     quantised: np.ndarray | None = None  # 8-bit kernel input of samples read elsewhere
     dm_time: np.ndarray | None = None
     width_index: np.ndarray | None = None
-    band_dm_time: np.ndarray | None = None  # one sub-band's (dedispersed_subbands > 1)
+    band_dm_time: np.ndarray | None = None  # one sub-band's (search_subbands > 1)
     band_width_index: np.ndarray | None = None
+    band_rows_chunk: np.ndarray | None = None  # the detector's sub-band trials, a run
     masked: np.ndarray | None = None  # blocks in which each channel was masked
     blocks: int = 0
     #: Called with each block and its dedispersed samples ``[ndm, owned]`` (before the
@@ -758,16 +756,9 @@ def search_block(
     keep = (block.start - block.read_start, block.stop - block.read_start)
     detector = _load_detector() if cfg.detector in ("ml", "both") else None
     parts: list[Giants] = []
-    band_rows = None  # the sub-bands' pooled detector rows (detector_subbands > 1)
-    if cfg.dedispersed_subbands > 1:
-        # searched sub-bands: the full band is their sum; for the detector alone, the full
-        # band is dedispersed as without it, so that its boxcar search is unchanged
-        summed = cfg.search_subbands > 1
-        if not summed:
-            _dedisperse(kernel_input, dm_plan, cfg, out=dm_time, **affine)
-        band_rows = _dedisperse_subbands(kernel_input, plan, block, dm_time, valid=valid,
-                                         buffers=buffers, keep=keep, affine=affine,
-                                         parts=parts, summed=summed)  # fmt: skip
+    if cfg.search_subbands > 1:  # the full band is then the sum of the sub-bands
+        _search_subbands(kernel_input, plan, block, dm_time, valid=valid, buffers=buffers,
+                         keep=keep, affine=affine, parts=parts)  # fmt: skip
     else:
         _dedisperse(kernel_input, dm_plan, cfg, out=dm_time, **affine)
     if buffers.on_dm_time is not None:
@@ -776,8 +767,9 @@ def search_block(
         from drafts_ops.ml.inference import pool_dm_rows
 
         pooled = pool_dm_rows(dm_time)
-        if band_rows is not None:
-            np.maximum(pooled, band_rows, out=pooled)
+        if cfg.detector_subbands > 1:
+            _raise_to_subband_rows(pooled, kernel_input, plan, dm_time.shape[1],
+                                   buffers=buffers, affine=affine)  # fmt: skip
     width_index = buffers.get("width_index", dm_time.shape, np.int8)
     widths = _boxcar_search(dm_time, valid, width_index, plan)
     snr = dm_time
@@ -916,58 +908,93 @@ def _kernel_input(
     return buffers.get("quantised", shape, np.uint8)
 
 
-def _dedisperse_subbands(
+def _search_subbands(
     prepared: np.ndarray, plan: SearchPlan, block: BlockRange, dm_time: np.ndarray,
     *, valid: np.ndarray, buffers: BlockBuffers, keep: tuple[int, int], affine: dict,
-    parts: list[Giants], summed: bool = True,
-) -> np.ndarray | None:  # fmt: skip
-    """Dedisperse each sub-band of the block on its own; with ``summed``, their sum, the full
-    band's DM-time data, is left in ``dm_time`` (the same trials and delays: exact), else
-    ``dm_time`` (the full band, dedispersed at once) is left alone.
+    parts: list[Giants],
+) -> None:  # fmt: skip
+    """Dedisperse and search each sub-band of the block on its own; their sum, the full
+    band's DM-time data, is left in ``dm_time`` (the same trials and delays: exact).
 
-    With ``search_subbands > 1`` each sub-band is searched too: its giants, which carry
-    ``band = k`` (1-based) and cross a threshold raised for the extra trials
-    (:func:`trials_threshold`), are appended to ``parts``. With ``detector_subbands > 1``
-    returns the pixel-wise maximum of the sub-bands' pooled detector rows, each scaled to
-    the full band's noise (``sqrt(nchans / sub-band channels)``); else None.
+    Sub-band giants carry ``band = k`` (1-based) and cross a threshold raised for the
+    extra trials (:func:`trials_threshold`); they are appended to ``parts``.
     """
     from drafts_ops.detect.single_pulse import trials_threshold
 
     cfg = plan.config
-    searched = cfg.search_subbands > 1
     threshold = trials_threshold(cfg.snr_threshold, cfg.search_subbands)
     band = buffers.get("band_dm_time", dm_time.shape, np.float32)
-    width_index = buffers.get("band_width_index", dm_time.shape, np.int8) if searched else None
+    width_index = buffers.get("band_width_index", dm_time.shape, np.int8)
     nout = dm_time.shape[1]
-    rows = None
     pairs = zip(plan.subband_channels(), plan.subband_plans(), strict=True)
     for k, ((c0, c1), sub_plan) in enumerate(pairs, start=1):
         _dedisperse(prepared[c0:c1, : nout + sub_plan.max_delay], sub_plan, cfg, out=band,
                     **affine)  # fmt: skip
-        if summed and k == 1:
+        if k == 1:
             dm_time[...] = band
-        elif summed:
+        else:
             dm_time += band
-        if cfg.detector_subbands > 1:
-            rows = _max_band_rows(rows, band, math.sqrt(plan.header.nchans / (c1 - c0)))
-        if searched:
-            widths = _boxcar_search(band, valid, width_index, plan)
-            parts.append(giants_above(band, width_index, threshold, widths=widths,
-                                      sample_offset=block.read_start, keep=keep,
-                                      band=k))  # fmt: skip
-    return rows
+        widths = _boxcar_search(band, valid, width_index, plan)
+        parts.append(giants_above(band, width_index, threshold, widths=widths,
+                                  sample_offset=block.read_start, keep=keep, band=k))  # fmt: skip
 
 
-def _max_band_rows(rows: np.ndarray | None, band: np.ndarray, scale: float) -> np.ndarray:
-    """``rows`` (or a new array) raised to one sub-band's pooled detector rows times
-    ``scale`` wherever those are higher."""
+#: Largest buffer (MiB) in which the detector's sub-band rows are dedispersed, a run of
+#: whole pooled rows of DM trials at a time: it comes out of :data:`BUDGET_RESERVE_MIB`,
+#: so ``--detector-subbands`` searches the same blocks as the full-band search.
+SUBBAND_ROWS_CHUNK_MIB = 16.0
+
+
+def _raise_to_subband_rows(
+    pooled: np.ndarray, prepared: np.ndarray, plan: SearchPlan, nout: int,
+    *, buffers: BlockBuffers, affine: dict,
+) -> None:  # fmt: skip
+    """Raise the detector's pooled rows ``pooled`` (the full band's) to each sub-band's,
+    scaled to the full band's noise (``sqrt(nchans / sub-band channels)``), wherever those
+    are higher. Each sub-band is dedispersed a run of whole pooled rows of trials at a
+    time into a buffer of at most :data:`SUBBAND_ROWS_CHUNK_MIB` (all the trials at once
+    where there are no more than the detector's rows)."""
     from drafts_ops.ml.inference import pool_dm_rows
+    from drafts_ops.ml.preprocess import DETECTOR_ROWS, max_pool_edges
 
-    pooled = pool_dm_rows(band)
-    pooled *= np.float32(scale)
-    if rows is None:
-        return pooled
-    return np.maximum(rows, pooled, out=rows)
+    ndm = len(plan.dms)
+    pooling = ndm > DETECTOR_ROWS
+    edges = max_pool_edges(ndm, DETECTOR_ROWS) if pooling else np.array([0, ndm])
+    per_chunk = max(int(SUBBAND_ROWS_CHUNK_MIB * 2**20 // (4 * nout)), 1)
+    chunks = _whole_groups(edges, per_chunk)
+    largest = max(int(edges[g1] - edges[g0]) for g0, g1 in chunks)
+    buffer = buffers.get("band_rows_chunk", (largest, nout), np.float32)
+    pairs = zip(plan.subband_channels(), plan.subband_plans(), strict=True)
+    for (c0, c1), band_plan in pairs:
+        scale = np.float32(math.sqrt(plan.header.nchans / (c1 - c0)))
+        for g0, g1 in chunks:
+            r0, r1 = int(edges[g0]), int(edges[g1])
+            sub = band_plan if (r0, r1) == (0, ndm) else band_plan.trial_range(r0, r1)
+            out = buffer[: r1 - r0]
+            _dedisperse(prepared[c0:c1, : nout + sub.max_delay], sub, plan.config, out=out,
+                        **affine)  # fmt: skip
+            if pooling:
+                rows = np.stack([out[a - r0 : b - r0].max(axis=0)
+                                 for a, b in itertools.pairwise(edges[g0 : g1 + 1])])  # fmt: skip
+            else:
+                rows = pool_dm_rows(out)
+            rows *= scale
+            np.maximum(pooled[g0:g1] if pooling else pooled, rows,
+                       out=pooled[g0:g1] if pooling else pooled)  # fmt: skip
+
+
+def _whole_groups(edges: np.ndarray, per_chunk: int) -> list[tuple[int, int]]:
+    """Runs ``(g0, g1)`` of consecutive pooled rows whose trials ``edges[g0]..edges[g1]``
+    number at most ``per_chunk`` (at least one row each)."""
+    chunks, g0 = [], 0
+    ngroups = edges.size - 1
+    while g0 < ngroups:
+        g1 = g0 + 1
+        while g1 < ngroups and edges[g1 + 1] - edges[g0] <= per_chunk:
+            g1 += 1
+        chunks.append((g0, g1))
+        g0 = g1
+    return chunks
 
 
 def _boxcar_search(

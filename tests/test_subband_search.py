@@ -153,28 +153,40 @@ class _RecordingDetector:
 
 def test_the_detector_sees_the_brightest_of_full_band_and_sub_band_rows(tmp_path, monkeypatch):
     """Input: pixel by pixel the maximum of the full band's pooled rows and each sub-band's
-    scaled to the full band's noise (``sqrt(nchans / sub-band channels)``)."""
-    from drafts_ops.ml import inference
+    scaled to the full band's noise (``sqrt(nchans / sub-band channels)``), the sub-bands
+    dedispersed a few pooled rows of trials at a time (a small chunk forces several)."""
+    from drafts_ops import pipeline
+    from drafts_ops.ml.inference import pool_dm_rows
     from drafts_ops.simulate import BurstSpec
 
-    dedispersed = []
-    real_pool = inference.pool_dm_rows
+    calls = []  # (channels, trials, output) of every dedispersion of the first block
+    real = pipeline._dedisperse
 
-    def spy(dm_time):
-        dedispersed.append(np.array(dm_time))
-        return real_pool(dm_time)
+    def spy(data, dm_plan, config, out=None, **affine):
+        result = real(data, dm_plan, config, out=out, **affine)
+        calls.append((dm_plan.nchan, dm_plan.dms[0], np.array(result)))
+        return result
 
     fake = _RecordingDetector()
-    monkeypatch.setattr(inference, "pool_dm_rows", spy)
-    monkeypatch.setattr("drafts_ops.pipeline._load_detector", lambda: fake)
+    monkeypatch.setattr(pipeline, "_dedisperse", spy)
+    monkeypatch.setattr(pipeline, "_load_detector", lambda: fake)
+    monkeypatch.setattr(pipeline, "SUBBAND_ROWS_CHUNK_MIB", 0.5)
     burst = BurstSpec(t_s=2.0, dm=600.0, snr=3.5, width_s=2e-3, **NARROW)
-    _search(tmp_path, burst, detector="ml", detector_subbands=4, algorithm="brute")
-    *bands, full = dedispersed[:5]  # the first block: four sub-bands, then their sum
-    np.testing.assert_allclose(sum(bands), full, rtol=1e-4, atol=1e-3)
+    _search(tmp_path, burst, detector="ml", detector_subbands=4)
     plan = plan_search(tmp_path / "sim.fil", SearchConfig(**QUIET, detector="ml",
                                                          detector_subbands=4))  # fmt: skip
-    scales = [math.sqrt(plan.header.nchans / (c1 - c0)) for c0, c1 in plan.subband_channels()]
-    views = [real_pool(full)] + [real_pool(b) * s for b, s in zip(bands, scales, strict=True)]
+    nchan = plan.header.nchans
+    ends = [i for i, call in enumerate(calls) if call[0] == nchan] + [len(calls)]
+    (_, _, full), *chunks = calls[: ends[1]]  # the first block: full band, then chunks
+    runs = len(chunks) // 4
+    assert runs > 1 and len(chunks) == 4 * runs  # each sub-band in several runs of trials
+    views = [pool_dm_rows(full)]
+    for k, (c0, c1) in enumerate(plan.subband_channels()):
+        mine = chunks[k * runs : (k + 1) * runs]
+        assert all(n == c1 - c0 for n, _, _ in mine)
+        band = np.concatenate([out for _, _, out in mine])
+        assert band.shape == full.shape
+        views.append(pool_dm_rows(band) * np.float32(math.sqrt(nchan / (c1 - c0))))
     np.testing.assert_allclose(fake.rows[0], np.max(views, axis=0), rtol=1e-6)
     assert (fake.rows[0] > views[0]).mean() > 0.5  # the sub-bands do change what it sees
 

@@ -273,6 +273,15 @@ class DMPlan:
         delays = np.ascontiguousarray(self.delays[:, start:stop])
         return DMPlan(self.dms, self.freqs[start:stop], self.tsamp, delays, self.decimation)
 
+    def trial_range(self, start: int, stop: int) -> DMPlan:
+        """DM trials ``[start, stop)`` only, with the same channels and delays (each
+        trial's output is the same as in the whole plan's)."""
+        if not 0 <= start < stop <= self.ndm:
+            raise ParameterError(f"trials {start}..{stop} are not a range of {self.ndm}")
+        delays = np.ascontiguousarray(self.delays[start:stop])
+        return DMPlan(self.dms[start:stop], self.freqs, self.tsamp, delays,
+                      self.decimation[start:stop])  # fmt: skip
+
     def nearest_trial(self, dm: float) -> int:
         """Index of the DM trial nearest ``dm``."""
         return int(np.argmin(np.abs(self.dms - dm)))

@@ -47,9 +47,9 @@ class Candidate:
     is_burst : bool or None
         ``classifier_prob >= classifier_threshold`` of the search, when classified.
     subband : int or None
-        With a sub-band search (``search_subbands``): 0 when the full band gave the
-        candidate's S/N, ``k >= 1`` when sub-band ``k`` did (channels in file order; ``snr``
-        is then that sub-band's own S/N).
+        With sub-bands (``search_subbands`` or ``detector_subbands``): 0 when the full
+        band gave the candidate's S/N, ``k >= 1`` when sub-band ``k`` did (channels in
+        file order; ``snr`` is then that sub-band's own S/N).
     beam : int
         Beam number.
     file : str
