@@ -159,36 +159,45 @@ def test_the_detector_sees_the_brightest_of_full_band_and_sub_band_rows(tmp_path
     from drafts_ops.ml.inference import pool_dm_rows
     from drafts_ops.simulate import BurstSpec
 
-    calls = []  # (channels, trials, output) of every dedispersion of the first block
+    calls = []  # (channels, DM trials, output) of every dedispersion
     real = pipeline._dedisperse
 
     def spy(data, dm_plan, config, out=None, **affine):
         result = real(data, dm_plan, config, out=out, **affine)
-        calls.append((dm_plan.nchan, dm_plan.dms[0], np.array(result)))
+        calls.append((dm_plan.nchan, dm_plan.dms.copy(), np.array(result)))
         return result
 
     fake = _RecordingDetector()
     monkeypatch.setattr(pipeline, "_dedisperse", spy)
     monkeypatch.setattr(pipeline, "_load_detector", lambda: fake)
-    monkeypatch.setattr(pipeline, "SUBBAND_ROWS_CHUNK_MIB", 0.5)
+    monkeypatch.setattr(pipeline, "SUBBAND_ROWS_CHUNK_MIB", 0.2)
     burst = BurstSpec(t_s=2.0, dm=600.0, snr=3.5, width_s=2e-3, **NARROW)
     _search(tmp_path, burst, detector="ml", detector_subbands=4)
     plan = plan_search(tmp_path / "sim.fil", SearchConfig(**QUIET, detector="ml",
                                                          detector_subbands=4))  # fmt: skip
     nchan = plan.header.nchans
     ends = [i for i, call in enumerate(calls) if call[0] == nchan] + [len(calls)]
-    (_, _, full), *chunks = calls[: ends[1]]  # the first block: full band, then chunks
+    (_, _, full), *chunks = calls[: ends[1]]  # the first block: full band, then the runs
     runs = len(chunks) // 4
     assert runs > 1 and len(chunks) == 4 * runs  # each sub-band in several runs of trials
     views = [pool_dm_rows(full)]
     for k, (c0, c1) in enumerate(plan.subband_channels()):
         mine = chunks[k * runs : (k + 1) * runs]
         assert all(n == c1 - c0 for n, _, _ in mine)
+        np.testing.assert_array_equal(np.concatenate([d for _, d, _ in mine]), plan.dms)
         band = np.concatenate([out for _, _, out in mine])
-        assert band.shape == full.shape
         views.append(pool_dm_rows(band) * np.float32(math.sqrt(nchan / (c1 - c0))))
     np.testing.assert_allclose(fake.rows[0], np.max(views, axis=0), rtol=1e-6)
     assert (fake.rows[0] > views[0]).mean() > 0.5  # the sub-bands do change what it sees
+
+
+def test_sub_bands_need_fewer_dm_trials_the_less_they_sweep():
+    from drafts_ops.pipeline import subband_trial_stride
+
+    freqs = 1500.0 - np.arange(1024) * 500 / 1024  # FAST-like, file order: top first
+    strides = [subband_trial_stride(freqs, c, c + 256) for c in (0, 256, 512, 768)]
+    assert strides == sorted(strides, reverse=True) and strides[-1] >= 2 and strides[0] <= 8
+    assert subband_trial_stride(freqs, 0, 1024) == 1
 
 
 def test_the_sub_band_view_leaves_the_full_band_search_as_it_was(tmp_path):

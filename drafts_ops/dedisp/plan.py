@@ -273,14 +273,14 @@ class DMPlan:
         delays = np.ascontiguousarray(self.delays[:, start:stop])
         return DMPlan(self.dms, self.freqs[start:stop], self.tsamp, delays, self.decimation)
 
-    def trial_range(self, start: int, stop: int) -> DMPlan:
-        """DM trials ``[start, stop)`` only, with the same channels and delays (each
-        trial's output is the same as in the whole plan's)."""
-        if not 0 <= start < stop <= self.ndm:
-            raise ParameterError(f"trials {start}..{stop} are not a range of {self.ndm}")
-        delays = np.ascontiguousarray(self.delays[start:stop])
-        return DMPlan(self.dms[start:stop], self.freqs, self.tsamp, delays,
-                      self.decimation[start:stop])  # fmt: skip
+    def select_trials(self, index: np.ndarray) -> DMPlan:
+        """Only the DM trials ``index`` (increasing), with the same channels and delays
+        (each trial's output is the same as in the whole plan's)."""
+        index = np.asarray(index, np.int64)
+        if index.ndim != 1 or index.size == 0 or index.min() < 0 or index.max() >= self.ndm:
+            raise ParameterError(f"trials {index} are not trials of a plan of {self.ndm}")
+        delays = np.ascontiguousarray(self.delays[index])
+        return DMPlan(self.dms[index], self.freqs, self.tsamp, delays, self.decimation[index])
 
     def nearest_trial(self, dm: float) -> int:
         """Index of the DM trial nearest ``dm``."""

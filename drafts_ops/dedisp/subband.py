@@ -260,7 +260,7 @@ def auto_subband_plan(
 
 
 #: Sub-band plans by content key, least recently used dropped beyond this many.
-PLAN_CACHE_SIZE = 16
+PLAN_CACHE_SIZE = 64
 _PLAN_CACHE: OrderedDict[Hashable, SubbandPlan] = OrderedDict()
 _PLAN_LOCK = threading.Lock()
 
