@@ -17,10 +17,11 @@ point, measured on the same files:
 * **false positives** — every candidate that matches no injected burst, per minute of
   searched data, before and after classification, attributed to its most plausible cause
   (a fragment of a nearby burst, an impulse, a drifting signal, persistent RFI, noise);
-* every file is searched four ways (:data:`SEARCHES`): the full-band classical search,
+* every file is searched five ways (:data:`SEARCHES`): the full-band classical search,
   the sub-band classical search (the same, plus each of four sub-bands on its own: the
-  classical baseline for band-limited bursts), the neural detector alone and the detector
-  with the classical search (``both``);
+  classical baseline for band-limited bursts), the neural detector alone, the detector
+  with the classical search (``both``), and ``both`` with the detector also seeing four
+  sub-bands (``detector_subbands``);
 * each missed burst gets a reason (:func:`miss_reason`): outside the searched range,
   merged into another burst's candidate, or below the threshold.
 
@@ -62,6 +63,7 @@ SEARCHES: dict[str, dict[str, Any]] = {
     "sub-band": {"detector": "classical", "search_subbands": EVALUATION_SUBBANDS},
     "detector": {"detector": "ml"},
     "both": {"detector": "both"},
+    "both-sub": {"detector": "both", "detector_subbands": EVALUATION_SUBBANDS},
 }
 #: Configurations reported: (name, search, after classification).
 CONFIGURATIONS: tuple[tuple[str, str, bool], ...] = (
@@ -73,6 +75,8 @@ CONFIGURATIONS: tuple[tuple[str, str, bool], ...] = (
     ("detector + classifier", "detector", True),
     ("both", "both", False),
     ("both + classifier", "both", True),
+    ("both, sub-bands", "both-sub", False),
+    ("both, sub-bands + classifier", "both-sub", True),
 )
 #: Smallest time tolerance of a match, samples.
 MIN_TIME_TOL_SAMPLES = 4
@@ -83,6 +87,9 @@ CLASSIFIER_THRESHOLD = 0.5
 #: Targets (issue 11): recall at injected S/N >= 8 and >= 12; false positives per minute
 #: after classification.
 TARGET_RECALL_8, TARGET_RECALL_12, TARGET_FP_PER_MIN = 0.95, 0.99, 0.5
+#: Target (issue 15): gain in recall of band-limited bursts at injected S/N 6-8 of ``both``
+#: over the full-band classical search.
+TARGET_FAINT_GAIN = 0.15
 #: Bins of the recall tables by DM (pc cm^-3), FWHM (ms) and occupied bandwidth (fraction).
 DM_EDGES = (0.0, 500.0, 1000.0, 2000.0, 3000.0)
 WIDTH_EDGES_MS = (0.1, 1.0, 5.0, 20.0)
@@ -938,6 +945,7 @@ def results_markdown(ev: SearchEvaluation) -> str:
               "", *_table("bandwidth", ev.recall_by("bandwidth_fraction", BANDWIDTH_EDGES,
                                                     min_snr=6.0, max_snr=8.0),
                           lambda r: f"{r['lo']:.0%}-{r['hi']:.0%}")]  # fmt: skip
+    lines += ["", _faint_band_limited_verdict(ev)]
     lines += ["", f"False positives (candidates matching no injected burst) on the same "
               f"{ev.total_minutes:.1f} min. Causes: on a burst's DM-time sweep and no "
               "brighter than its response there (`on_burst_sweep`): the brightest such "
@@ -971,6 +979,22 @@ def _at_least_row(ev: SearchEvaluation, snr: float, key: str = "snr") -> str:
     at = ev.recall_at_least(snr, key)
     n = sum(b.get(key, b["snr"]) >= snr for b in ev.bursts)
     return f"| >= {snr:g} | {n} | " + " | ".join(_fmt(at[x]) for x in _names()) + " |"
+
+
+def _faint_band_limited_verdict(ev: SearchEvaluation) -> str:
+    """Issue 15's first target: recall of band-limited bursts (<= 30 % of the band) at
+    injected S/N 6-8, each configuration with the detector against the classical search."""
+    rows = ev.recall_by("bandwidth_fraction", BANDWIDTH_EDGES, min_snr=6.0, max_snr=8.0)
+    row = rows[0]
+    if not row["n"]:
+        return "No band-limited bursts at injected S/N 6-8 (issue 15's first target)."
+    base = row["classical"]
+    gains = ", ".join(f"{name} {_fmt(row[name])} ({row[name] - base:+.2f})"
+                      for name in ("both", "both, sub-bands") if name in row)  # fmt: skip
+    return (
+        f"Issue 15 (band-limited, S/N 6-8, n = {row['n']}): classical {_fmt(base)}; "
+        f"{gains}; target: at least +{TARGET_FAINT_GAIN:.2f}."
+    )
 
 
 def _verdict(ev: SearchEvaluation) -> str:

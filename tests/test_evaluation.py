@@ -420,3 +420,25 @@ def test_searched_snr_charges_decimation_to_narrow_high_dm_bursts():
     assert searched_snr(narrow, raw, raw) == 12.0  # not decimated: the injected S/N
     assert searched_snr(narrow, raw, x8) < 0.6 * 12.0  # 2 ms -> ~10 ms of smearing
     assert 0.98 * 12.0 < searched_snr(wide, raw, x8) < 12.0
+
+
+def test_issue_15_line_compares_band_limited_faint_recall_with_the_classical_search():
+    from drafts_ops.evaluation import _faint_band_limited_verdict
+
+    names = [name for name, *_ in CONFIGURATIONS]
+
+    def burst(snr, fraction, found_by):
+        return {"snr": snr, "bandwidth_fraction": fraction,
+                "found": {n: n in found_by for n in names}}  # fmt: skip
+
+    sub = ("both, sub-bands", "both, sub-bands + classifier")
+    ev = SearchEvaluation(EvaluationSetup(), [(6.0, 8.0)], bursts=[
+        burst(7.0, 0.2, ("classical", "both", *sub)),
+        burst(6.5, 0.1, sub),
+        burst(7.5, 0.25, ()),
+        burst(7.0, 0.9, ("classical",)),  # not band-limited
+        burst(9.0, 0.2, ()),  # not faint
+    ])  # fmt: skip
+    line = _faint_band_limited_verdict(ev)
+    assert "n = 3" in line and "classical 0.33" in line
+    assert "both 0.33 (+0.00)" in line and "both, sub-bands 0.67 (+0.33)" in line

@@ -19,8 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="measure the search end to end on held-out simulated observations",
         description="Simulate held-out observations in survey bands (bursts over S/N 6-30, "
         "DM to 2900, spaced down to 0.2 s, together with every RFI kind in the same files), "
-        "search them as `drafts search` does (classical, sub-band classical, detector and both "
-        "detectors, with the classifier) and tabulate recall by injected S/N, DM, width, "
+        "search them as `drafts search` does (classical, sub-band classical, detector, both "
+        "detectors, and both with the detector on four sub-bands, with the classifier) and "
+        "tabulate recall by injected S/N, DM, width, "
         "bandwidth and band, and false positives per minute on the same files. Writes "
         "DIR/search_evaluation.json and .md. `classifier`: harvest held-out candidates "
         "from searches of such files and report the classifier's recall by S/N, its "
