@@ -859,6 +859,7 @@ class _SubbandProbe:
         plan = self.plan
         cfg = dataclasses.replace(plan.config, algorithm="brute")  # a few trials
         ndm = len(plan.dms)
+        d0, t0 = min(max(d0, 0), ndm - 1), min(max(t0, 0), self.nout - 1)
         lo, hi = max(d0 - dm_radius, 0), min(d0 + dm_radius + 1, ndm)
         widths = boxcar_widths(cfg.max_width_samples)
         baseline = baseline_window(cfg.baseline_s, plan.header.tsamp, cfg.max_width_samples)
