@@ -150,3 +150,19 @@ def test_plan_validation():
         DMPlan.build(np.array([1.0]), np.array([-5.0]), 1e-3)
     with pytest.raises(ParameterError):
         DMPlan.build(np.array([1.0]), np.array([1400.0]), 0.0)
+
+
+def test_selected_trials_give_the_same_rows_as_the_whole_plan():
+    from drafts_ops.dedisp import dedisperse
+
+    rng = np.random.default_rng(3)
+    plan = DMPlan.build(np.linspace(0.0, 300.0, 40), 1500.0 - np.arange(64) * 4.0, 1e-3)
+    data = rng.normal(size=(64, 2000)).astype(np.float32)
+    whole = dedisperse(data, plan, algorithm="brute")
+    index = np.array([3, 4, 5, 17, 39])
+    part = plan.select_trials(index)
+    assert part.ndm == 5 and part.max_delay == plan.delays[index].max()
+    out = dedisperse(data[:, : whole.shape[1] + part.max_delay], part, algorithm="brute")
+    np.testing.assert_allclose(out, whole[index], rtol=1e-5, atol=1e-4)
+    with pytest.raises(ParameterError, match="not trials"):
+        plan.select_trials(np.array([40]))
