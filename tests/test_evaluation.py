@@ -285,11 +285,18 @@ def test_regenerated_card_keeps_the_search_section(tmp_path):
     shutil.copy(models / "manifest.json", tmp_path / "manifest.json")
     section = f"{SEARCH_SECTION}\n\n| measured | 1 |\n"
     classifier = "## Classifier on search candidates\n\n| reliability | 2 |\n"
-    (tmp_path / "MODEL_CARD.md").write_text(f"# old\n\n{classifier}\n{section}\n## Limits\n\nx\n")
+    cost = "## Inference cost\n\nmeasured by hand\n"
+    (tmp_path / "MODEL_CARD.md").write_text(
+        f"# old\n\n{classifier}\n{section}\n{cost}\n## Limits\n\nx\n"
+    )
     ev = _model_evaluation()
     text = write_model_card(tmp_path, ev).read_text()
     assert find_section(text) == section
     assert find_section(text, "## Classifier on search candidates") == classifier
+    assert find_section(text, "## Inference cost") == cost
+    # the search section rewritten (drafts evaluate search --card) leaves it alone
+    rewritten = with_section(text, f"{SEARCH_SECTION}\n\nnew table\n")
+    assert find_section(rewritten, "## Inference cost") == cost
     assert text.index(SEARCH_SECTION) < text.index("## Limits")
     assert "# old" not in text and "sha256" in text
 

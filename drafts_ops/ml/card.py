@@ -15,8 +15,11 @@ from drafts_ops.ml.manifest import read_manifest
 SEARCH_SECTION = "## End-to-end search evaluation"
 #: Heading of the section written by ``drafts evaluate classifier`` (drafts_ops/ml/harvest.py).
 CLASSIFIER_SECTION = "## Classifier on search candidates"
+#: Heading of the inference-cost section (measured with ``drafts bench search``, written
+#: by hand: kept out of the end-to-end section, which ``--card`` rewrites whole).
+INFERENCE_SECTION = "## Inference cost"
 #: Sections measured by other commands, kept when the card is regenerated.
-KEPT_SECTIONS = (CLASSIFIER_SECTION, SEARCH_SECTION)
+KEPT_SECTIONS = (CLASSIFIER_SECTION, SEARCH_SECTION, INFERENCE_SECTION)
 
 
 def find_section(text: str, heading: str = SEARCH_SECTION) -> str | None:
