@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol, get_args
 import numpy as np
 
 from drafts_ops.dedisp.modes import Backend, Mode
-from drafts_ops.dedisp.plan import DMPlan, smearing_s
+from drafts_ops.dedisp.plan import DMPlan, dispersion_delay_s, smearing_s
 from drafts_ops.detect.candidates import Candidate, candidates_from_clusters, reported_at_peaks
 from drafts_ops.detect.cluster import (
     ClusterLinks,
@@ -644,6 +644,7 @@ class BlockBuffers:
     band_dm_time: np.ndarray | None = None  # one sub-band's (search_subbands > 1)
     band_width_index: np.ndarray | None = None
     band_rows_chunk: np.ndarray | None = None  # the detector's sub-band trials, a run
+    band_rows: np.ndarray | None = None  # ... and one sub-band's pooled rows
     masked: np.ndarray | None = None  # blocks in which each channel was masked
     blocks: int = 0
     #: Called with each block and its dedispersed samples ``[ndm, owned]`` (before the
@@ -852,23 +853,32 @@ class _SubbandProbe:
                       snr.astype(np.float32), np.asarray(score, np.float32),
                       band.astype(np.int8))  # fmt: skip
 
-    def _best_in_sub_bands(self, d0: int, t0: int, radius: int, dm_radius: int) -> tuple:
-        from drafts_ops.detect.kernels import search_rows
+    @functools.cached_property
+    def _setup(self) -> tuple[SearchConfig, np.ndarray, int, list[tuple[int, int, DMPlan, int]]]:
+        """What every probe of the block shares: the config with brute-force dedispersion
+        (a few trials), the boxcar widths, the baseline window and, per sub-band, its
+        channels, plan and :func:`subband_trial_stride`."""
         from drafts_ops.detect.single_pulse import baseline_window
 
         plan = self.plan
-        cfg = dataclasses.replace(plan.config, algorithm="brute")  # a few trials
-        ndm = len(plan.dms)
-        d0, t0 = min(max(d0, 0), ndm - 1), min(max(t0, 0), self.nout - 1)
-        lo, hi = max(d0 - dm_radius, 0), min(d0 + dm_radius + 1, ndm)
+        cfg = dataclasses.replace(plan.config, algorithm="brute")
         widths = boxcar_widths(cfg.max_width_samples)
         baseline = baseline_window(cfg.baseline_s, plan.header.tsamp, cfg.max_width_samples)
-        nout = self.nout
+        pairs = zip(plan.subband_channels(), plan.subband_plans(), strict=True)
+        bands = [(c0, c1, band, subband_trial_stride(plan.header.chan_freqs, c0, c1))
+                 for (c0, c1), band in pairs]  # fmt: skip
+        return cfg, widths, baseline, bands
+
+    def _best_in_sub_bands(self, d0: int, t0: int, radius: int, dm_radius: int) -> tuple:
+        from drafts_ops.detect.kernels import search_rows
+
+        cfg, widths, baseline, bands = self._setup
+        ndm, nout = len(self.plan.dms), self.nout
+        d0, t0 = min(max(d0, 0), ndm - 1), min(max(t0, 0), nout - 1)
+        lo, hi = max(d0 - dm_radius, 0), min(d0 + dm_radius + 1, ndm)
         t_lo, t_hi = max(t0 - radius, 0), min(t0 + radius + 1, nout)
         best = (d0, t0, 1, -np.inf, 0)
-        pairs = zip(plan.subband_channels(), plan.subband_plans(), strict=True)
-        for k, ((c0, c1), band) in enumerate(pairs, start=1):
-            stride = subband_trial_stride(plan.header.chan_freqs, c0, c1)
+        for k, (c0, c1, band, stride) in enumerate(bands, start=1):
             rows = np.arange(lo + (d0 - lo) % stride, hi, stride)  # d0 among them
             sub = band.select_trials(rows).undecimated()
             series = _dedisperse(self.prepared[c0:c1, : nout + sub.max_delay], sub, cfg,
@@ -952,8 +962,8 @@ def subband_trial_stride(freqs_mhz: np.ndarray, c0: int, c1: int) -> int:
     A DM error smears a sub-band's pulse that much less (FAST-like quarters: 2-6)."""
     freqs = np.asarray(freqs_mhz, np.float64)
     sub = freqs[c0:c1]
-    full_sweep = freqs.min() ** -2 - freqs.max() ** -2
-    sub_sweep = sub.min() ** -2 - sub.max() ** -2
+    full_sweep = float(dispersion_delay_s(1.0, freqs.min(), freqs.max()))
+    sub_sweep = float(dispersion_delay_s(1.0, sub.min(), sub.max()))
     return max(int(full_sweep // sub_sweep), 1) if sub_sweep > 0 else 1
 
 
@@ -978,7 +988,7 @@ def _raise_to_subband_rows(
     edges = max_pool_edges(ndm, DETECTOR_ROWS) if pooling else np.arange(ndm + 1)
     per_chunk = max(int(SUBBAND_ROWS_CHUNK_MIB * 2**20 // (4 * nout)), int(np.diff(edges).max()))
     buffer = buffers.get("band_rows_chunk", (per_chunk, nout), np.float32)
-    rows = np.empty((edges.size - 1, nout), np.float32)
+    rows = buffers.get("band_rows", (edges.size - 1, nout), np.float32)
     runs = _runs_of_groups(np.diff(edges).tolist(), per_chunk)
     pairs = zip(plan.subband_channels(), plan.subband_plans(), strict=True)
     for (c0, c1), band_plan in pairs:
