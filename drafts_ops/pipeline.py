@@ -650,6 +650,9 @@ class BlockBuffers:
     #: Called with each block and its dedispersed samples ``[ndm, owned]`` (before the
     #: search overwrites them): training data for the neural detector.
     on_dm_time: Callable[[BlockRange, np.ndarray], None] | None = None
+    #: Called with each block and the neural detector's input rows ``[64, owned]`` (the
+    #: full band's pooled DM trials, raised to the sub-bands' with ``detector_subbands``).
+    on_detector_rows: Callable[[BlockRange, np.ndarray], None] | None = None
 
     def get(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
         buf = getattr(self, name)
@@ -663,6 +666,7 @@ def search_segment(
     block_indices: Sequence[int], path: PathLike, plan: SearchPlan, work_dir: PathLike,
     *, on_block: Callable[[int], None] | None = None,
     on_dm_time: Callable[[BlockRange, np.ndarray], None] | None = None,
+    on_detector_rows: Callable[[BlockRange, np.ndarray], None] | None = None,
 ) -> Path:  # fmt: skip
     """Search consecutive blocks of the observation in one streaming pass.
 
@@ -670,13 +674,15 @@ def search_segment(
     and masked, dedispersed by the configured operator and searched by the fused boxcar
     kernel; giants of all the blocks go to one ``.npz`` file in ``work_dir`` (returned).
     ``on_block(i)`` is called after each block (progress), ``on_dm_time(block,
-    dm_time)`` with the DM-time samples each block owns (``BlockBuffers.on_dm_time``).
+    dm_time)`` with the DM-time samples each block owns (``BlockBuffers.on_dm_time``),
+    ``on_detector_rows(block, rows)`` with the detector's input rows (a search with
+    the neural detector; ``BlockBuffers.on_detector_rows``).
     """
     indices = list(block_indices)
     if not indices:
         raise ParameterError("search_segment needs at least one block")
     dm_plan = plan.dm_plan()
-    buffers = BlockBuffers(on_dm_time=on_dm_time)
+    buffers = BlockBuffers(on_dm_time=on_dm_time, on_detector_rows=on_detector_rows)
     parts = []
     cfg = plan.config
     with open_observation(plan.source) as reader:
@@ -771,6 +777,8 @@ def search_block(
         if cfg.detector_subbands > 1:
             _raise_to_subband_rows(pooled, kernel_input, plan, dm_time.shape[1],
                                    buffers=buffers, affine=affine)  # fmt: skip
+        if buffers.on_detector_rows is not None:
+            buffers.on_detector_rows(block, pooled[:, keep[0] : keep[1]])
     width_index = buffers.get("width_index", dm_time.shape, np.int8)
     widths = _boxcar_search(dm_time, valid, width_index, plan)
     snr = dm_time

@@ -340,6 +340,21 @@ def test_card_names_time_scales_the_detector_never_saw_in_training():
     assert "never saw" not in text and f"those inference runs at ({names})" in text
 
 
+def test_card_says_whether_the_detector_saw_the_subband_view():
+    import json
+
+    from drafts_ops.ml.card import model_card
+
+    ev = _model_evaluation()
+    models = Path(__file__).resolve().parents[1] / "models"
+    manifest = json.loads((models / "manifest.json").read_text())
+    manifest["models"]["detector.onnx"]["subband_view"] = 4
+    text = " ".join(model_card(manifest, ev).split())
+    assert "input a search with `--detector-subbands 4` gives the detector" in text
+    manifest["models"]["detector.onnx"]["subband_view"] = 1
+    assert "--detector-subbands 4` gives" not in " ".join(model_card(manifest, ev).split())
+
+
 def test_cli_parses_evaluate_search():
     args = build_parser().parse_args(
         ["evaluate", "search", "--per-bin", "2", "--bands", "gbt", "--seed", "5", "--out", "x"]

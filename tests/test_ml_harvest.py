@@ -125,9 +125,15 @@ def test_detector_images_put_the_label_on_the_burst(tmp_path):
     config = SimulationConfig(**band.simulation_fields(), duration_s=10.0, seed=3,
                               bursts=(burst,))  # fmt: skip
     path = write_simulation(tmp_path / "gbt.fil", config)
-    pooled, plan = pooled_dm_time(path, band, tmp_path / "work", 1500.0)
+    views, plan = pooled_dm_time(path, band, tmp_path / "work", 1500.0, subbands=4)
+    pooled, raised = views["full"], views["sub4"]
     dms = np.asarray(plan.dms)
-    assert pooled.shape == (pp.DETECTOR_ROWS, plan.header.nsamples)
+    assert pooled.shape == raised.shape == (pp.DETECTOR_ROWS, plan.header.nsamples)
+    # the --detector-subbands view: the full band's rows raised to the sub-bands' (scaled to
+    # the full band's noise) wherever those are higher; the same rows from the same pass
+    assert np.all(raised >= pooled) and np.mean(raised > pooled) > 0.1
+    alone, _ = pooled_dm_time(path, band, tmp_path / "work1", 1500.0)
+    assert list(alone) == ["full"] and np.array_equal(alone["full"], pooled)
     row, col = pp.input_to_detector_coords(np.interp(burst.dm, dms, np.arange(dms.size)),
                                            burst.t_s / plan.header.tsamp, dms.size, 1)  # fmt: skip
     peak_row, peak_col = np.unravel_index(np.argmax(pooled), pooled.shape)

@@ -28,6 +28,7 @@ def test_train_detector_few_steps_exports_matching_onnx(tmp_path):
     assert entry["band_decimation"]["fast-raw"] == [8, 2]
     # and at which time scales its survey-band crops were averaged
     assert entry["time_scales"] == list(DETECTOR_SCALES)
+    assert entry["subband_view"] == 1  # no survey-band images: no --detector-subbands crops
     det = load_detector(result.path)  # hash-checked against the manifest just written
     assert isinstance(det.detect(np.random.default_rng(0).standard_normal((70, 300))), list)
 
@@ -38,6 +39,18 @@ def test_train_detector_few_steps_exports_matching_onnx(tmp_path):
     heat_onnx, offset_onnx = det._session.run(None, {"dm_time": x})
     np.testing.assert_allclose(heat_onnx, torch.sigmoid(heat).numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(offset_onnx, offset.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_synthetic_detector_pool_is_kept_and_read_back(tmp_path, monkeypatch):
+    from drafts_ops.ml import data
+    from drafts_ops.ml.train import synthetic_detector_pool
+
+    images, centres = synthetic_detector_pool(5, 2, tmp_path)
+    assert images.shape[0] == 2 and len(centres) == 2
+    assert (tmp_path / "detector-synthetic-5-2.npz").exists()
+    monkeypatch.setattr(data, "detector_pool", lambda *a: pytest.fail("not read back"))
+    again, centres_again = synthetic_detector_pool(5, 2, tmp_path)
+    assert np.array_equal(again, images) and centres_again == centres
 
 
 def test_train_classifier_few_steps(tmp_path):

@@ -87,6 +87,19 @@ def _crop_scales(info: dict, inference: tuple[int, ...]) -> str:
             "never saw in training")  # fmt: skip
 
 
+def _subband_view(info: dict) -> str:
+    """The clause on a detector's crops of the ``--detector-subbands`` input (its manifest
+    entry's ``subband_view``, recorded by ``drafts train``; empty when it saw none)."""
+    n = int(info.get("subband_view", 1))
+    if n <= 1:
+        return ""
+    return (
+        f"; and as many crops of the input a search with `--detector-subbands {n}` "
+        f"gives the detector (the same rows raised to the {n} sub-bands' pooled rows, "
+        "scaled to the full band's noise, where those are higher), from the same pass"
+    )
+
+
 def _stale_band_note(models: dict) -> str:
     """A sentence naming the models trained at another FAST raw decimation than the one
     the search now uses (empty when none is)."""
@@ -122,6 +135,7 @@ def model_card(manifest: dict, ev: Evaluation) -> str:
     nsub, jitter = HARVEST_SEARCH["search_subbands"], CLASSIFIER_JITTER
     scales = ", ".join(str(f) for f in DETECTOR_SCALES)
     crop_scales = _crop_scales(models.get("detector.onnx", {}), DETECTOR_SCALES)
+    sub_view = _subband_view(models.get("detector.onnx", {}))
     return f"""# drafts-ops neural models
 
 Two small networks in the style of DRAFTS (Zhang et al. 2024), trained with PyTorch on
@@ -186,7 +200,7 @@ and automatic channel masking) before dedispersion or cutting out.
   production operator, its normalisation, masking and clipping), each column's DM axis
   pooled to 64 rows as inference pools it; one crop with each burst at a random place and
   half as many random crops (bow-tie sidelobes, RFI, masked-channel residues, noise), each
-  averaged in time by a factor drawn from {crop_scales}.
+  averaged in time by a factor drawn from {crop_scales}{sub_view}.
   {DETECTOR_SURVEY_SHARE:.0%} of every batch is of kind (2). Random 128-column crops;
   CenterNet focal loss on Gaussian heatmaps (sigma 1 cell) + L1 offset loss.
 * classifier (`drafts_ops/ml/harvest.py`, not the 64-channel blocks above): {clf_pool}

@@ -271,6 +271,9 @@ DETECTOR_HARVEST_SEEDS: tuple[int, ...] = (101, 102, 103, 104, 105, 106)
 DETECTOR_HARVEST_PER_BIN = 10
 #: Random (not burst-centred) crops per burst-centred crop.
 DETECTOR_RANDOM_CROPS = 0.5
+#: Sub-bands of the second view of every harvested file: the detector's input in a search
+#: with ``--detector-subbands`` (crops of it as many as of the full band's).
+DETECTOR_HARVEST_SUBBANDS = 4
 
 
 @dataclass
@@ -313,27 +316,39 @@ class DetectorImages:
         return cls(np.concatenate([empty, *(p.images for p in parts)]), centres, bands)
 
 
-def pooled_dm_time(path: Path, band, work: Path, dm_max: float) -> tuple[np.ndarray, object]:
+def pooled_dm_time(
+    path: Path, band, work: Path, dm_max: float, *, subbands: int = 1
+) -> tuple[dict[str, np.ndarray], object]:
     """The search's DM-time data of a file (its default options in ``band``, to
     ``dm_max``), each column's DM axis max-pooled to the detector's 64 rows as inference
-    does (:func:`~drafts_ops.ml.preprocess.resample_axis`): ``[64, nsamples]`` and the
-    plan. Pooling rows commutes with cropping columns, so crops of it are exactly the
-    detector's input rows."""
+    does (:func:`~drafts_ops.ml.preprocess.resample_axis`), and the plan. Pooling rows
+    commutes with cropping columns, so crops of it are exactly the detector's input rows.
+
+    Returns ``{"full": [64, nsamples]}`` and, with ``subbands > 1``, ``"sub<N>"``: the
+    detector's input in a search with ``--detector-subbands N`` (the same rows raised to
+    the sub-bands' where those are higher), from the same pass.
+    """
     from drafts_ops.pipeline import SearchConfig, plan_search, search_segment
 
+    ml = {"detector": "both", "detector_subbands": subbands} if subbands > 1 else {}
     config = SearchConfig(dm_max=dm_max, classify=False, write_h5=False, write_plots=False,
-                          **band.search_options())  # fmt: skip
+                          **band.search_options(), **ml)  # fmt: skip
     plan = plan_search(path, config)
-    pooled = np.zeros((pp.DETECTOR_ROWS, plan.header.nsamples), np.float32)
+    views = {name: np.zeros((pp.DETECTOR_ROWS, plan.header.nsamples), np.float32)
+             for name in ("full", *([f"sub{subbands}"] if ml else []))}  # fmt: skip
 
     def keep(block, dm_time: np.ndarray) -> None:
         n = dm_time.shape[1]
-        pooled[:, block.start : block.start + n] = pp.resample_axis(
+        views["full"][:, block.start : block.start + n] = pp.resample_axis(
             dm_time, pp.DETECTOR_ROWS, 0, "max"
         )
 
-    search_segment(range(len(plan.blocks)), path, plan, work, on_dm_time=keep)
-    return pooled, plan
+    def keep_rows(block, rows: np.ndarray) -> None:
+        views[f"sub{subbands}"][:, block.start : block.start + rows.shape[1]] = rows
+
+    search_segment(range(len(plan.blocks)), path, plan, work, on_dm_time=keep,
+                   on_detector_rows=keep_rows if ml else None)  # fmt: skip
+    return views, plan
 
 
 def detector_crops(
@@ -369,28 +384,32 @@ def harvest_detector_images(
     seeds: Sequence[int] = DETECTOR_HARVEST_SEEDS, *, per_bin: int = DETECTOR_HARVEST_PER_BIN,
     columns: int = 192,
     bands: Sequence[str] = ("fast", "gbt", "fast-raw"), dm_max: float = 3000.0,
+    subbands: int = DETECTOR_HARVEST_SUBBANDS,
     cache: str | Path | None = None, log: Callable[[str], None] = print,
 ) -> DetectorImages:  # fmt: skip
     """Detector images from the search's own DM-time data of seeded observations in the
     survey ``bands`` (the evaluation's operating point: bursts and every RFI kind in the
     same files, DM to 2900, band-limited and scattered bursts), burst-centred and random
-    crops (:func:`detector_crops`). ``cache``: a folder where they are kept and read back
-    by a later call with the same seeds and sizes."""
+    crops (:func:`detector_crops`) of the full band's rows and, with ``subbands > 1``, as
+    many of the rows ``--detector-subbands`` gives the detector (band ``<band>-sub<N>``).
+    ``cache``: a folder where they are kept and read back by a later call with the same
+    seeds and sizes."""
     from drafts_ops.ml.inference import DETECTOR_SCALES
 
     scales = "x".join(str(f) for f in DETECTOR_SCALES)
+    views = f"-sub{subbands}" if subbands > 1 else ""
     name = (f"detector-{'-'.join(str(s) for s in seeds)}-{per_bin}-{columns}-t{scales}"
-            f"{_bands_tag()}.npz")  # fmt: skip
+            f"{views}{_bands_tag()}.npz")  # fmt: skip
     return cached(Path(cache) / name if cache else None,
                   lambda: _harvest_detector_images(seeds, per_bin, columns, bands, dm_max,
-                                                   DETECTOR_SCALES, log),
+                                                   DETECTOR_SCALES, subbands, log),
                   DetectorImages.load, DetectorImages.save, log=log,
                   what="detector harvest")  # fmt: skip
 
 
 def _harvest_detector_images(  # noqa: PLR0917
     seeds: Sequence[int], per_bin: int, columns: int, bands: Sequence[str], dm_max: float,
-    scales: Sequence[int], log: Callable[[str], None],
+    scales: Sequence[int], subbands: int, log: Callable[[str], None],
 ) -> DetectorImages:  # fmt: skip
     from drafts_ops.evaluation import EvaluationSetup, evaluation_observations, truth_bursts
     from drafts_ops.simulate import write_simulation
@@ -405,7 +424,8 @@ def _harvest_detector_images(  # noqa: PLR0917
             rng = np.random.default_rng(seed)
             for k, (band, config) in enumerate(evaluation_observations(setup)):
                 path = write_simulation(work / f"det_{seed}_{k:03d}.fil", config)
-                pooled, plan = pooled_dm_time(path, band, work / "search", dm_max)
+                views, plan = pooled_dm_time(path, band, work / "search", dm_max,
+                                             subbands=subbands)  # fmt: skip
                 truth, _ = truth_bursts(path)
                 dms = np.asarray(plan.dms)
                 index = np.interp([b.dm for b in truth], dms, np.arange(dms.size))
@@ -414,13 +434,15 @@ def _harvest_detector_images(  # noqa: PLR0917
                 )
                 inside = [(r, c) for r, c, b in zip(rows, cols, truth, strict=True)
                           if b.dm <= dms[-1]]  # fmt: skip
-                images, centres = detector_crops(pooled, np.array(inside), rng, columns,
-                                                 scales=scales)  # fmt: skip
-                parts.append(DetectorImages(images, centres, [band.name] * len(images)))
+                for view, pooled in views.items():
+                    images, centres = detector_crops(pooled, np.array(inside), rng, columns,
+                                                     scales=scales)  # fmt: skip
+                    label = band.name if view == "full" else f"{band.name}-{view}"
+                    parts.append(DetectorImages(images, centres, [label] * len(images)))
                 path.unlink()
                 path.with_name(path.stem + ".truth.csv").unlink(missing_ok=True)
                 log(f"detector harvest seed {seed} file {k + 1} ({band.name}): "
-                    f"{len(images)} images, {len(inside)} bursts; "
+                    f"{sum(len(p) for p in parts[-len(views):])} images, {len(inside)} bursts; "
                     f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
     return DetectorImages.concatenate(parts, columns)
 

@@ -167,14 +167,14 @@ def train_detector(
     The pool: ``pool_size`` simulated 64-channel blocks (:func:`data.detector_pool`) and
     the search's own DM-time data of seeded survey-band observations
     (:func:`~drafts_ops.ml.harvest.harvest_detector_images`; ``survey_seeds`` default
-    :data:`~drafts_ops.ml.harvest.DETECTOR_HARVEST_SEEDS`, ``()`` for none), kept in
-    ``pool_cache`` for the next run when given; ``survey_share`` of every batch comes
+    :data:`~drafts_ops.ml.harvest.DETECTOR_HARVEST_SEEDS`, ``()`` for none), both kept
+    in ``pool_cache`` for the next run when given; ``survey_share`` of every batch comes
     from the survey-band images.
     """
-    from drafts_ops.ml import data
     from drafts_ops.ml.harvest import (
         DETECTOR_HARVEST_PER_BIN,
         DETECTOR_HARVEST_SEEDS,
+        DETECTOR_HARVEST_SUBBANDS,
         harvest_detector_images,
     )
     from drafts_ops.ml.inference import DETECTOR_SCALES
@@ -183,7 +183,7 @@ def train_detector(
     torch, dev = _setup(seed, device)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
-    images, centres = data.detector_pool(rng, pool_size)
+    images, centres = synthetic_detector_pool(seed, pool_size, pool_cache)
     synthetic = len(images)
     seeds = DETECTOR_HARVEST_SEEDS if survey_seeds is None else tuple(survey_seeds)
     if seeds:
@@ -237,6 +237,7 @@ def train_detector(
         loss=loss_avg,
         log=log,
         time_scales=list(DETECTOR_SCALES),  # the crops' time averaging, for the card
+        subband_view=DETECTOR_HARVEST_SUBBANDS if seeds else 1,  # the card says what it saw
     )
 
 
@@ -345,6 +346,24 @@ def synthetic_pool(
     path = Path(cache) / f"synthetic-{seed}-{n}.npz" if cache else None
     return cached(path, lambda: data.classifier_pool(np.random.default_rng([seed, 1]), n),
                   _load_examples, _save_examples, log=lambda _: None)  # fmt: skip
+
+
+def synthetic_detector_pool(
+    seed: int, n: int, cache: str | Path | None = None
+) -> tuple[np.ndarray, list[list[tuple[float, float]]]]:
+    """``n`` simulated 64-channel detector images and their burst centres
+    (:func:`drafts_ops.ml.data.detector_pool`), kept in ``cache`` (a folder) when given."""
+    from drafts_ops.ml import data
+    from drafts_ops.ml.harvest import DetectorImages, cached
+
+    def compute() -> DetectorImages:
+        images, centres = data.detector_pool(np.random.default_rng([seed, 1]), n)
+        return DetectorImages(images, centres, ["synthetic"] * len(images))
+
+    path = Path(cache) / f"detector-synthetic-{seed}-{n}.npz" if cache else None
+    pool = cached(path, compute, DetectorImages.load, DetectorImages.save,
+                  log=lambda _: None)  # fmt: skip
+    return pool.images, pool.centres
 
 
 def _load_examples(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
