@@ -355,6 +355,22 @@ def test_card_says_whether_the_detector_saw_the_subband_view():
     assert "--detector-subbands 4` gives" not in " ".join(model_card(manifest, ev).split())
 
 
+def test_card_says_what_making_a_cached_detector_pool_cost():
+    import json
+
+    from drafts_ops.ml.card import model_card
+
+    ev = _model_evaluation()
+    models = Path(__file__).resolve().parents[1] / "models"
+    manifest = json.loads((models / "manifest.json").read_text())
+    entry = manifest["models"]["detector.onnx"]
+    entry.update(seconds_data=2.0, seconds_data_built=1252.3)
+    text = " ".join(model_card(manifest, ev).split())
+    assert "read its pool from `--pool-cache`: making it" in text and "took 21 minutes" in text
+    entry.update(seconds_data=1252.3)  # made in the recorded run itself: nothing to add
+    assert "making it" not in " ".join(model_card(manifest, ev).split())
+
+
 def test_cli_parses_evaluate_search():
     args = build_parser().parse_args(
         ["evaluate", "search", "--per-bin", "2", "--bands", "gbt", "--seed", "5", "--out", "x"]

@@ -45,12 +45,13 @@ def test_synthetic_detector_pool_is_kept_and_read_back(tmp_path, monkeypatch):
     from drafts_ops.ml import data
     from drafts_ops.ml.train import synthetic_detector_pool
 
-    images, centres = synthetic_detector_pool(5, 2, tmp_path)
-    assert images.shape[0] == 2 and len(centres) == 2
+    made = synthetic_detector_pool(5, 2, tmp_path)
+    assert made.images.shape[0] == 2 and len(made.centres) == 2 and made.seconds > 0
     assert (tmp_path / "detector-synthetic-5-2.npz").exists()
     monkeypatch.setattr(data, "detector_pool", lambda *a: pytest.fail("not read back"))
-    again, centres_again = synthetic_detector_pool(5, 2, tmp_path)
-    assert np.array_equal(again, images) and centres_again == centres
+    again = synthetic_detector_pool(5, 2, tmp_path)
+    assert np.array_equal(again.images, made.images) and again.centres == made.centres
+    assert again.seconds == pytest.approx(made.seconds)  # what making them cost, kept
 
 
 def test_train_classifier_few_steps(tmp_path):

@@ -87,6 +87,21 @@ def _crop_scales(info: dict, inference: tuple[int, ...]) -> str:
             "never saw in training")  # fmt: skip
 
 
+def _pool_built(manifest: dict) -> str:
+    """The sentence on what making the detector's pool cost where the recorded run read it
+    from ``--pool-cache`` (its manifest entry's ``seconds_data_built``)."""
+    info = manifest.get("models", {}).get("detector.onnx", {})
+    built = info.get("seconds_data_built")
+    if built is None or built <= float(info.get("seconds_data", 0.0)) + 60:
+        return ""
+    return (
+        " The detector's data seconds are those of a run that read its pool from "
+        f"`--pool-cache`: making it (simulating and searching the survey seeds' "
+        f"observations, and the 64-channel blocks) took {built / 60:.0f} minutes more on "
+        "2 cores."
+    )
+
+
 def _subband_view(info: dict) -> str:
     """The clause on a detector's crops of the ``--detector-subbands`` input (its manifest
     entry's ``subband_view``, recorded by ``drafts train``; empty when it saw none)."""
@@ -225,10 +240,7 @@ and automatic channel masking) before dedispersion or cutting out.
 
 Data and training seconds are wall-clock on the project's shared 2-core CPU (one torch
 thread; other jobs sometimes running beside it); CPU is the process's total CPU time
-(user + system), data generation included. The detector's data seconds are those of a
-run that read its survey-band images from `--pool-cache`: harvesting them (simulating and
-searching the six seeds' observations) takes about 23 minutes more on 2 cores (FAST raw
-searched at x8 t x2 f; 20 at x8 x8).
+(user + system), data generation included.{_pool_built(manifest)}
 
 The detector runs at time-averaging factors {scales} and merges peaks within 2 DM rows
 and 8 columns of the coarser of two peaks' scales (`Detector.detect(..., scales=DETECTOR_SCALES)`,

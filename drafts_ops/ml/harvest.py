@@ -279,11 +279,14 @@ DETECTOR_HARVEST_SUBBANDS = 4
 @dataclass
 class DetectorImages:
     """Detector training images ``[n, 64, columns]`` (preprocessed), the burst centres in
-    each (detector-pixel (row, col)) and the survey band each comes from."""
+    each (detector-pixel (row, col)), the survey band each comes from and the wall-clock
+    seconds it took to make them (kept in the cache, so a run that reads them back can
+    report what building them costs)."""
 
     images: np.ndarray
     centres: list[list[tuple[float, float]]] = field(default_factory=list)
     bands: list[str] = field(default_factory=list)
+    seconds: float = 0.0
 
     def __len__(self) -> int:
         return int(self.images.shape[0])
@@ -296,7 +299,7 @@ class DetectorImages:
 
         with atomic_path(Path(path)) as tmp, tmp.open("wb") as fh:
             np.savez(fh, images=self.images, centres=json.dumps(self.centres),
-                     bands=np.array(self.bands, dtype=str))  # fmt: skip
+                     bands=np.array(self.bands, dtype=str), seconds=self.seconds)  # fmt: skip
         return Path(path)
 
     @classmethod
@@ -306,7 +309,8 @@ class DetectorImages:
 
         with np.load(path) as npz:
             centres = [[tuple(c) for c in crop] for crop in json.loads(str(npz["centres"]))]
-            return cls(npz["images"], centres, npz["bands"].tolist())
+            seconds = float(npz["seconds"]) if "seconds" in npz.files else 0.0
+            return cls(npz["images"], centres, npz["bands"].tolist(), seconds)
 
     @classmethod
     def concatenate(cls, parts: Sequence[DetectorImages], columns: int) -> DetectorImages:
@@ -444,7 +448,9 @@ def _harvest_detector_images(  # noqa: PLR0917
                 log(f"detector harvest seed {seed} file {k + 1} ({band.name}): "
                     f"{sum(len(p) for p in parts[-len(views):])} images, {len(inside)} bursts; "
                     f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
-    return DetectorImages.concatenate(parts, columns)
+    images = DetectorImages.concatenate(parts, columns)
+    images.seconds = time.perf_counter() - t0
+    return images
 
 
 # -- validation on held-out harvested candidates --------------------------------------------

@@ -20,13 +20,16 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from drafts_ops.errors import DraftsError
 from drafts_ops.ml import ModelKind
 from drafts_ops.ml import preprocess as pp
+
+if TYPE_CHECKING:
+    from drafts_ops.ml.harvest import DetectorImages
 
 OPSET = 17
 #: Sigma (heatmap cells) of the Gaussian drawn around each burst centre.
@@ -183,7 +186,8 @@ def train_detector(
     torch, dev = _setup(seed, device)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
-    images, centres = synthetic_detector_pool(seed, pool_size, pool_cache)
+    blocks = synthetic_detector_pool(seed, pool_size, pool_cache)
+    images, centres, built_s = blocks.images, blocks.centres, blocks.seconds
     synthetic = len(images)
     seeds = DETECTOR_HARVEST_SEEDS if survey_seeds is None else tuple(survey_seeds)
     if seeds:
@@ -193,6 +197,7 @@ def train_detector(
         )
         images = np.concatenate([images, survey.images])
         centres = [*centres, *survey.centres]
+        built_s += survey.seconds
         log(f"detector: {len(survey)} survey-band images ({', '.join(sorted(set(survey.bands)))})")
     n, height, width = images.shape
     targets = [detector_targets(c, height, width) for c in centres]
@@ -238,6 +243,7 @@ def train_detector(
         log=log,
         time_scales=list(DETECTOR_SCALES),  # the crops' time averaging, for the card
         subband_view=DETECTOR_HARVEST_SUBBANDS if seeds else 1,  # the card says what it saw
+        seconds_data_built=round(built_s, 1),  # making the pool, read back from a cache or not
     )
 
 
@@ -348,22 +354,21 @@ def synthetic_pool(
                   _load_examples, _save_examples, log=lambda _: None)  # fmt: skip
 
 
-def synthetic_detector_pool(
-    seed: int, n: int, cache: str | Path | None = None
-) -> tuple[np.ndarray, list[list[tuple[float, float]]]]:
+def synthetic_detector_pool(seed: int, n: int, cache: str | Path | None = None) -> DetectorImages:
     """``n`` simulated 64-channel detector images and their burst centres
-    (:func:`drafts_ops.ml.data.detector_pool`), kept in ``cache`` (a folder) when given."""
+    (:func:`drafts_ops.ml.data.detector_pool`) as :class:`~drafts_ops.ml.harvest.
+    DetectorImages`, kept in ``cache`` (a folder) when given."""
     from drafts_ops.ml import data
     from drafts_ops.ml.harvest import DetectorImages, cached
 
     def compute() -> DetectorImages:
+        t0 = time.perf_counter()
         images, centres = data.detector_pool(np.random.default_rng([seed, 1]), n)
-        return DetectorImages(images, centres, ["synthetic"] * len(images))
+        return DetectorImages(images, centres, ["synthetic"] * len(images),
+                              time.perf_counter() - t0)  # fmt: skip
 
     path = Path(cache) / f"detector-synthetic-{seed}-{n}.npz" if cache else None
-    pool = cached(path, compute, DetectorImages.load, DetectorImages.save,
-                  log=lambda _: None)  # fmt: skip
-    return pool.images, pool.centres
+    return cached(path, compute, DetectorImages.load, DetectorImages.save, log=lambda _: None)
 
 
 def _load_examples(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
