@@ -23,7 +23,8 @@ point, measured on the same files:
   with the classical search (``both``), and ``both`` with the detector also seeing four
   sub-bands (``detector_subbands``);
 * each missed burst gets a reason (:func:`miss_reason`): outside the searched range,
-  merged into another burst's candidate, or below the threshold.
+  merged into another burst's candidate, beside a brighter candidate of no burst (RFI)
+  that crosses its sweep, or below the threshold.
 
 The patch-level validation of the models themselves is :mod:`drafts_ops.ml.evaluate`
 (whose S/N bins this module shares).
@@ -373,8 +374,10 @@ def miss_reason(  # noqa: PLR0917
     candidates: Sequence[Candidate], owner: np.ndarray, truth: Sequence[InjectedBurst],
 ) -> str:  # fmt: skip
     """Why burst ``index`` of ``truth`` has no candidate: outside the searched DM range,
-    merged into another burst's candidate (one lies within 3 tolerances of it), or below
-    the detection threshold."""
+    merged into another burst's candidate (one lies within 3 tolerances of it), beside a
+    brighter candidate of no burst whose sweep crosses its own (:data:`BESIDE_BRIGHTER`:
+    RFI or noise that the sidelobe folding may have let take it), or below the detection
+    threshold."""
     if not dms[0] <= burst.dm <= dms[-1]:
         return f"outside the searched DM range {dms[0]:g}-{dms[-1]:.0f} pc cm^-3"
     if len(candidates):
@@ -386,7 +389,31 @@ def miss_reason(  # noqa: PLR0917
             j = min(others)
             return (f"merged into the candidate of the burst at t = {truth[j].t_s:.3f} s, "
                     f"DM {truth[j].dm:.0f}")  # fmt: skip
+        crossing = [c for c, o in zip(candidates, owner, strict=True)
+                    if o < 0 and c.snr > burst.snr and sweeps_cross(c, burst, band)
+                    and not on_burst_sweep(c, burst, band)]  # fmt: skip
+        if crossing:
+            c = max(crossing, key=lambda c: c.snr)
+            return (f"{BESIDE_BRIGHTER} (S/N {c.snr:.1f} at t = {c.tcand_s:.3f} s, "
+                    f"DM {c.dm:.0f}) whose sweep crosses its own")  # fmt: skip
     return "below the detection threshold (no candidate near it)"
+
+
+#: Start of :func:`miss_reason`'s reason for a burst missed beside a brighter candidate
+#: that matches no burst (too bright to be the burst's own response) and crosses its sweep.
+BESIDE_BRIGHTER = "beside a brighter candidate of no burst"
+
+
+def sweeps_cross(cand: Candidate, burst: InjectedBurst, band: Band) -> bool:
+    """Whether the sweep of ``cand`` (at its DM) crosses the burst's inside the burst's
+    emitting band, within the larger of the candidate's and the burst's widths."""
+    f_lo, f_hi = emission_band(burst, band)
+    width = max(
+        cand.width_s, burst.boxcar_width_s, burst.width_s, MIN_TIME_TOL_SAMPLES * band.tsamp
+    )
+    crossing = MatchWindow(t_tol=width, dm_tol=np.inf, f_lo=f_lo, f_hi=f_hi)  # any DM error
+    t, dm = np.array([cand.tcand_s]), np.array([cand.dm])
+    return bool(match_distance(burst, crossing, band, t, dm)[0] <= 1)
 
 
 def on_burst_sweep(cand: Candidate, burst: InjectedBurst, band: Band) -> bool:
@@ -397,15 +424,10 @@ def on_burst_sweep(cand: Candidate, burst: InjectedBurst, band: Band) -> bool:
     model's tolerance)."""
     from drafts_ops.detect.cluster import SIDELOBE_SNR_FACTOR, SIDELOBE_SNR_MARGIN, sidelobe_snr
 
-    f_lo, f_hi = emission_band(burst, band)
-    d_dm = cand.dm - burst.dm
-    width = max(
-        cand.width_s, burst.boxcar_width_s, burst.width_s, MIN_TIME_TOL_SAMPLES * band.tsamp
-    )
-    crossing = MatchWindow(t_tol=width, dm_tol=np.inf, f_lo=f_lo, f_hi=f_hi)  # any DM error
-    if match_distance(burst, crossing, band, np.array([cand.tcand_s]), np.array([cand.dm]))[0] > 1:
+    if not sweeps_cross(cand, burst, band):
         return False
-    smear = float(dispersion_delay_s(abs(d_dm), f_lo, f_hi)) / band.tsamp
+    f_lo, f_hi = emission_band(burst, band)
+    smear = float(dispersion_delay_s(abs(cand.dm - burst.dm), f_lo, f_hi)) / band.tsamp
     w0 = max(burst.boxcar_width_s, burst.width_s, band.tsamp) / band.tsamp
     response = float(sidelobe_snr(burst.snr, w0, smear, max(w0, 64.0)))
     return cand.snr <= SIDELOBE_SNR_FACTOR * response + SIDELOBE_SNR_MARGIN
@@ -610,10 +632,19 @@ class SearchEvaluation:
     def lost_to_merging(self, min_snr: float = 8.0) -> dict[str, int]:
         """Bursts of S/N >= ``min_snr`` missed because another burst's candidate took them,
         per search."""
+        return self._missed_for(("merged",), min_snr)
+
+    def lost_beside_brighter(self, min_snr: float = 8.0) -> dict[str, int]:
+        """Bursts of S/N >= ``min_snr`` missed beside a brighter candidate of no burst that
+        crosses their sweep (:data:`BESIDE_BRIGHTER`), per search."""
+        return self._missed_for((BESIDE_BRIGHTER,), min_snr)
+
+    def _missed_for(self, reasons: tuple[str, ...], min_snr: float) -> dict[str, int]:
+        """Missed bursts of S/N >= ``min_snr`` whose reason starts with one of ``reasons``."""
         counts: dict[str, int] = {}
         for b in self.bursts:
             for det, reason in b.get("reason", {}).items():
-                if b["snr"] >= min_snr and reason.startswith("merged"):
+                if b["snr"] >= min_snr and reason.startswith(reasons):
                     counts[det] = counts.get(det, 0) + 1
         return counts
 
@@ -641,6 +672,7 @@ class SearchEvaluation:
             "false_positives": self.false_positives,
             "fp_causes": self.fp_causes,
             "lost_to_merging_snr_ge_8": self.lost_to_merging(),
+            "lost_beside_brighter_snr_ge_8": self.lost_beside_brighter(),
             "minutes": self.minutes,
             "files": self.files,
             "bursts": self.bursts,
@@ -967,9 +999,11 @@ def results_markdown(ev: SearchEvaluation) -> str:
     shown = ev.fp_per_minute_without_offset_dm()
     lines.append(f"| per minute, less {OFFSET_DM_BURST} | "
                  + " | ".join(_fmt(shown[n]) for n in names) + " |")  # fmt: skip
-    merged = ev.lost_to_merging()
+    merged, beside = ev.lost_to_merging(), ev.lost_beside_brighter()
     lines += ["", "Bursts of S/N >= 8 lost to merging (taken by another burst's candidate): "
-              + ", ".join(f"{d} {merged.get(d, 0)}" for d in _searches()) + ".",
+              + ", ".join(f"{d} {merged.get(d, 0)}" for d in _searches()) + "; missed "
+              "beside a brighter candidate of no burst that crosses their sweep (RFI or "
+              "noise): " + ", ".join(f"{d} {beside.get(d, 0)}" for d in _searches()) + ".",
               "", _verdict(ev)]  # fmt: skip
     return "\n".join(lines)
 

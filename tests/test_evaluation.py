@@ -15,6 +15,7 @@ from drafts_ops.dedisp.plan import dispersion_delay_s, smearing_s
 from drafts_ops.detect.candidates import Candidate
 from drafts_ops.errors import ParameterError
 from drafts_ops.evaluation import (
+    BESIDE_BRIGHTER,
     CONFIGURATIONS,
     OFFSET_DM_BURST,
     Band,
@@ -30,6 +31,7 @@ from drafts_ops.evaluation import (
     match_candidates,
     match_distance,
     match_window,
+    miss_reason,
     rfi_cause,
     update_model_card,
     write_results,
@@ -163,6 +165,24 @@ def test_fragment_on_a_burst_sweep_is_told_from_rfi():
     assert fp_cause(cand(1.0 - early, 520.0, snr=12.0), [burst], rows, BAND) == "burst fragment"
     assert fp_cause(cand(1.0 + 0.5, 520.0, snr=12.0), [burst], rows, BAND) == "noise"
     assert fp_cause(cand(5.0, 0.0, snr=12.0), [burst], rows, BAND) == "impulsive"
+
+
+def test_a_burst_missed_beside_bright_rfi_says_so():
+    burst = InjectedBurst(t_s=1.0, dm=500.0, snr=12.0, width_s=2e-3, boxcar_width_s=4e-3)
+    # 200 units lower and late by half the band's sweep of 200 units: the two sweeps
+    # cross mid-band, far outside the burst's match window
+    crossing_t = 1.0 + 0.5 * 200.0 * SWEEP_PER_DM
+
+    def reason(c: Candidate, owner: int = -1) -> str:
+        return miss_reason(burst, 0, BAND, TRIALS, [c], np.array([owner]), [burst])
+
+    bright = cand(crossing_t, 300.0, snr=60.0)
+    assert reason(bright).startswith(BESIDE_BRIGHTER)
+    assert "S/N 60.0" in reason(bright) and "DM 300" in reason(bright)
+    below = "below the detection threshold (no candidate near it)"
+    assert reason(cand(crossing_t, 300.0, snr=9.0)) == below  # fainter than the burst
+    assert reason(cand(crossing_t + 0.5, 300.0, snr=60.0)) == below  # sweeps apart
+    assert reason(bright, owner=0) == below  # another burst's, but not near this one
 
 
 def test_a_bursts_only_report_at_an_offset_dm_is_told_from_its_fragments():
