@@ -94,12 +94,16 @@ def test_detector_finds_a_burst_smeared_over_many_samples(detector, seed):
     block = data.detector_example(
         rng, n_bursts=1, rfi=(), columns=512, snr=15.0, width_s=2e-3, scattering_s=0.0
     )
+    # (the stretched noise is correlated over 16 samples, which white noise at x1 never is:
+    # it gives peaks of its own at x1, so the burst's peak is looked up by place)
     burst, stretch = block.bursts[0], 16
     peaks = detector.detect(np.repeat(block.dm_time, stretch, axis=1), threshold=0.3)
-    assert peaks, "no detection of a burst 16x wider in samples"
-    best = peaks[0]
-    assert abs(best.dm_index - data.dm_index(block.dms, burst.dm)) <= 3
-    assert abs(best.sample / stretch - block.sample(burst)) <= 4
+    at_burst = [p for p in peaks
+                if abs(p.dm_index - data.dm_index(block.dms, burst.dm)) <= 3
+                and abs(p.sample / stretch - block.sample(burst)) <= 4]  # fmt: skip
+    assert at_burst, "no detection of a burst 16x wider in samples"
+    assert at_burst[0].score >= 0.5
+    assert at_burst[0].factor >= 4, "found only at the fine scales"
 
 
 def test_detector_merges_peaks_by_the_coarser_of_their_scales(detector, monkeypatch):
