@@ -391,7 +391,7 @@ def miss_reason(  # noqa: PLR0917
                     f"DM {truth[j].dm:.0f}")  # fmt: skip
         crossing = [c for c, o in zip(candidates, owner, strict=True)
                     if o < 0 and c.snr > burst.snr and sweeps_cross(c, burst, band)
-                    and not on_burst_sweep(c, burst, band)]  # fmt: skip
+                    and not _within_response(c, burst, band)]  # fmt: skip
         if crossing:
             c = max(crossing, key=lambda c: c.snr)
             return (f"{BESIDE_BRIGHTER} (S/N {c.snr:.1f} at t = {c.tcand_s:.3f} s, "
@@ -422,10 +422,14 @@ def on_burst_sweep(cand: Candidate, burst: InjectedBurst, band: Band) -> bool:
     candidate is no brighter than the burst's response there (the smear across its
     emitting band; :func:`drafts_ops.detect.cluster.sidelobe_snr`, with the sidelobe
     model's tolerance)."""
+    return sweeps_cross(cand, burst, band) and _within_response(cand, burst, band)
+
+
+def _within_response(cand: Candidate, burst: InjectedBurst, band: Band) -> bool:
+    """Whether ``cand`` is no brighter than the burst's response at its DM (the smear
+    across the burst's emitting band, with the sidelobe model's tolerance)."""
     from drafts_ops.detect.cluster import SIDELOBE_SNR_FACTOR, SIDELOBE_SNR_MARGIN, sidelobe_snr
 
-    if not sweeps_cross(cand, burst, band):
-        return False
     f_lo, f_hi = emission_band(burst, band)
     smear = float(dispersion_delay_s(abs(cand.dm - burst.dm), f_lo, f_hi)) / band.tsamp
     w0 = max(burst.boxcar_width_s, burst.width_s, band.tsamp) / band.tsamp
