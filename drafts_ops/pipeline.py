@@ -30,9 +30,11 @@ from drafts_ops.detect.candidates import Candidate, candidates_from_clusters, re
 from drafts_ops.detect.cluster import (
     ClusterLinks,
     Response,
+    fold_clusters,
     fold_measured_sidelobes,
-    merge_blocks,
-    merge_sidelobes,
+    labelled_clusters,
+    release_hidden_bursts,
+    sidelobe_owners,
 )
 from drafts_ops.detect.kernels import decimate_spectra_into
 from drafts_ops.detect.preprocess import (
@@ -1174,14 +1176,15 @@ def merge_block_results(
     pulse, read from the searched samples kept in ``work_dir`` or from the file): one
     candidate per burst, reported at its peak (the centre of a flat one:
     :func:`~drafts_ops.detect.candidates.reported_at_peaks`), brightest first."""
-    parts = [Giants.load(p) for p in paths]
     dms = np.asarray(plan.dms)
     bands = plan.subband_frequencies() if plan.config.dedispersed_subbands > 1 else ()
     response = Response(dms, plan.header.chan_freqs, plan.header.tsamp,
                         plan.config.max_width_samples, bands)  # fmt: skip
-    clusters = merge_blocks(parts, plan.config.links, response)
-    clusters = merge_sidelobes(clusters, dms, plan.header.chan_freqs, plan.header.tsamp,
-                               max_width=plan.config.max_width_samples, bands=bands)  # fmt: skip
+    giants = Giants.concatenate([Giants.load(p) for p in paths])
+    clusters, giants, label = labelled_clusters(giants, plan.config.links, response)
+    owners = sidelobe_owners(clusters, dms, plan.header.chan_freqs, plan.header.tsamp,
+                             max_width=plan.config.max_width_samples, bands=bands)  # fmt: skip
+    clusters, into = fold_clusters(clusters, owners)
     candidates = candidates_from_clusters(
         clusters,
         dms,
@@ -1190,15 +1193,20 @@ def merge_block_results(
         beam=plan.raw_header.ibeam,
         subbands=plan.config.dedispersed_subbands > 1,
     )
-    if len(candidates) >= 2:
+    if candidates:
         from drafts_ops.detect.products import CutoutMaker, SearchedSamples
 
         with open_observation(plan.source) as reader:
             maker = CutoutMaker(reader, plan, SearchedSamples.find(Path(work_dir), plan)
                                 if work_dir is not None else None, origin=0)  # fmt: skip
+            candidates, boxcar = release_hidden_bursts(
+                candidates, giants, into[label], response, plan.config.links,
+                pulse_shape=maker.pulse_shape, snr_outside=maker.snr_outside,
+                boxcar=clusters.boxcar,
+            )  # fmt: skip
             candidates = fold_measured_sidelobes(
                 candidates, maker.pulse_shape, plan.header.chan_freqs, plan.header.tsamp,
-                max_width=plan.config.max_width_samples, boxcar=clusters.boxcar,
+                max_width=plan.config.max_width_samples, boxcar=boxcar,
                 snr_outside=maker.snr_outside,
             )  # fmt: skip
     candidates = reported_at_peaks(candidates, clusters, dms, plan.header.tsamp)

@@ -7,7 +7,12 @@ import numpy as np
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.dedisp.reference import dedisperse_reference
 from drafts_ops.detect.candidates import candidates_from_clusters, reported_at_peaks
-from drafts_ops.detect.cluster import ClusterLinks, cluster_giants, merge_blocks
+from drafts_ops.detect.cluster import (
+    ClusterLinks,
+    cluster_giants,
+    labelled_clusters,
+    merge_blocks,
+)
 from drafts_ops.detect.single_pulse import Giants, find_giants
 
 
@@ -29,6 +34,12 @@ def test_two_groups_give_two_heads():
     assert c.heads.sample.tolist() == [1001, 3000, 1002]
     assert c.members.tolist() == [4, 1, 1]
     assert (c.first_sample[0], c.last_sample[0]) == (1000, 1005)
+    # with each giant's cluster: the giants sorted by sample, labels indexing the clusters
+    same, giants, label = labelled_clusters(g, ClusterLinks(time_link=4, dm_link=5, width_link=2))
+    assert same.heads.snr.tolist() == c.heads.snr.tolist()
+    assert np.all(np.diff(giants.sample) >= 0)
+    assert np.bincount(label).tolist() == [4, 1, 1]
+    assert sorted(giants.dm_index[label == 2].tolist()) == [80]
 
 
 def test_a_flat_topped_cluster_is_reported_at_the_centre_of_its_peak():

@@ -65,6 +65,22 @@ def test_only_a_brighter_head_absorbs_and_spans_grow():
     assert len(merge_sidelobes(empty, DMS, HEADER.chan_freqs, 1e-3)) == 0
 
 
+def test_sidelobe_owners_say_where_each_cluster_went():
+    """merge_sidelobes is sidelobe_owners then fold_clusters: each cluster's owner is the
+    brighter head it is a sidelobe of, or itself, and the fold says where each went."""
+    from drafts_ops.detect.cluster import fold_clusters, sidelobe_owners
+
+    rows = [(3, 1000, 4, 40.0, 30), (4, 960, 23, 9.0, 2), (0, 5000, 2, 12.0, 5)]
+    clusters = _clusters(rows)  # brightest first: 40, 12, 9
+    owners = sidelobe_owners(clusters, DMS, HEADER.chan_freqs, 1e-3)
+    assert owners.tolist() == [0, 1, 0]
+    folded, into = fold_clusters(clusters, owners)
+    assert into.tolist() == [0, 1, 0]
+    merged = merge_sidelobes(clusters, DMS, HEADER.chan_freqs, 1e-3)
+    assert folded.members.tolist() == merged.members.tolist() == [32, 5]
+    assert folded.heads.snr.tolist() == merged.heads.snr.tolist()
+
+
 def test_boxcar_cluster_is_never_folded_into_a_detector_only_one():
     """--detector both: the detector only adds; a sidelobe-like boxcar cluster stays when
     the brighter cluster is one the neural detector found alone, and still folds into a
@@ -406,6 +422,12 @@ def test_snr_outside_a_band_tells_a_broadband_burst_from_a_band_limited_one(tmp_
         assert maker.snr_outside(broad, 1270.0, 1330.0) >= 8.0
         assert maker.snr_outside(narrow, 1270.0, 1330.0) < ARM_OUTSIDE_SNR
         assert maker.snr_outside(broad, 1000.0, 1600.0) == 0.0
+        # a pulse is measured once per position (the release and the fold both ask)
+        reads = []
+        window = maker._window
+        maker._window = lambda cand: (reads.append(cand), window(cand))[1]
+        shape = maker.pulse_shape(broad)
+        assert maker.pulse_shape(broad.replace(members=99)) is shape and len(reads) == 1
 
 
 def test_standardised_profile_equals_numpy_on_the_file_layout(rng):
@@ -429,3 +451,111 @@ def test_standardised_profile_equals_numpy_on_the_file_layout(rng):
     got = standardised_profile(data, rows, starts, ncols, 5.0)
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
     assert got.max() > 5.0  # the bright pixels, clipped at 5 each, still stand out
+
+
+# -- bursts hidden in a band-limited signal's cluster ----------------------------------------
+
+HIDDEN_DMS = np.arange(0.0, 1000.0, 10.0)  # trial index k <-> DM 10 k
+
+
+def _hidden_scene(hidden_sample=1030):
+    """Giants of one cluster: a narrow-band head (DM 500, sample 1000, S/N 40; emitting at
+    1250-1275 MHz), its arm where that band crosses DM 400 (~71-81 samples late), and a
+    group of S/N 12-15 at DM 390-410 ``hidden_sample``: inside the sweep of a full-band
+    pulse (0-82 samples late at DM 400), outside the narrow band's. All labelled 0."""
+    from drafts_ops.detect.candidates import candidates_from_clusters
+
+    rows = [(50, 1000, 4, 40.0), (50, 1001, 4, 30.0), (40, 1076, 8, 9.0), (39, 1078, 8, 8.0),
+            (39, hidden_sample - 2, 8, 12.0), (40, hidden_sample, 8, 15.0),
+            (41, hidden_sample + 2, 8, 13.0)]  # fmt: skip
+    rows.sort(key=lambda r: r[1])
+    dm, sample, width, snr = (np.array(col) for col in zip(*rows, strict=True))
+    giants = Giants(dm.astype(np.int32), sample.astype(np.int64), width.astype(np.int32),
+                    snr.astype(np.float32))  # fmt: skip
+    head = Giants(np.array([50], np.int32), np.array([1000]), np.array([4], np.int32),
+                  np.array([40.0], np.float32))  # fmt: skip
+    one = Clusters(head, np.array([len(rows)]), np.array([sample.min()]),
+                   np.array([sample.max()]), np.array([np.nan], np.float32))  # fmt: skip
+    cands = candidates_from_clusters(one, HIDDEN_DMS, 1e-3)
+    return cands, giants, np.zeros(len(rows), np.int64)
+
+
+def _release(cands, giants, label, shape, outside_snr):
+    from drafts_ops.detect.cluster import ClusterLinks, Response, release_hidden_bursts
+
+    asked = {"shape": [], "outside": []}
+
+    def pulse_shape(cand):
+        asked["shape"].append(cand.dm)
+        return shape(cand)
+
+    def snr_outside(cand, f_lo, f_hi):
+        asked["outside"].append((cand.dm, f_lo, f_hi))
+        return outside_snr
+
+    response = Response(HIDDEN_DMS, HEADER.chan_freqs, 1e-3, 64)
+    out, flags = release_hidden_bursts(
+        cands, giants, label, response, ClusterLinks(), pulse_shape=pulse_shape,
+        snr_outside=snr_outside,
+    )  # fmt: skip
+    return out, flags, asked
+
+
+def test_a_broadband_burst_hidden_in_a_band_limited_signals_cluster_is_released():
+    """Off the narrow band's crossing window and emitting outside it: a candidate of its
+    own, its members leaving the head's; the head's own arm stays in its cluster."""
+    from drafts_ops.detect.cluster import ARM_OUTSIDE_SNR
+
+    cands, giants, label = _hidden_scene()
+    out, flags, asked = _release(cands, giants, label, _measured(1250.0, 1275.0),
+                                 ARM_OUTSIDE_SNR + 3)  # fmt: skip
+    assert len(out) == 2 and flags == [True, True]
+    head, hidden = out
+    assert (head.dm, head.sample, head.members) == (500.0, 1000, 4)
+    assert (hidden.dm, hidden.sample, hidden.snr, hidden.members) == (400.0, 1030, 15.0, 3)
+    assert asked == {"shape": [500.0], "outside": [(400.0, 1225.0, 1300.0)]}
+    # emitting only in the head's band: the head's own (it stays folded)
+    out, _, _ = _release(cands, giants, label, _measured(1250.0, 1275.0), ARM_OUTSIDE_SNR - 3)
+    assert len(out) == 1 and out[0].members == 7
+
+
+def test_a_full_band_head_or_a_group_on_its_narrow_arm_releases_nothing():
+    from drafts_ops.detect.cluster import ARM_OUTSIDE_SNR
+
+    cands, giants, label = _hidden_scene()
+    freqs = HEADER.chan_freqs
+    out, _, asked = _release(cands, giants, label, _measured(freqs.min(), freqs.max()), 50.0)
+    assert len(out) == 1 and asked == {"shape": [500.0], "outside": []}
+    # the group on the narrow band's arm (76 samples late at DM 400) is the head's response
+    cands, giants, label = _hidden_scene(hidden_sample=1076)
+    out, _, asked = _release(cands, giants, label, _measured(1250.0, 1275.0),
+                             ARM_OUTSIDE_SNR + 3)  # fmt: skip
+    assert len(out) == 1 and asked["outside"] == []
+    # a head too faint to measure is not measured
+    faint = [cands[0].replace(snr=6.0)]
+    out, _, asked = _release(faint, giants, label, _measured(1250.0, 1275.0), 50.0)
+    assert len(out) == 1 and asked == {"shape": [], "outside": []}
+
+
+def test_a_broadband_burst_beside_a_bright_band_limited_one_is_found(tmp_path, monkeypatch):
+    """A S/N 15, 10 ms broadband burst 50 ms after a S/N 200 burst emitting over a tenth of
+    the band (0.1 s of full-band sweep between their DMs): the full-band sidelobe model
+    takes it as the bright one's arm; the measured band gives it back. Without the
+    release it is lost (so the scene tests the release)."""
+    from drafts_ops import pipeline
+    from drafts_ops.simulate import BurstSpec
+
+    bright = BurstSpec(t_s=2.0, dm=1000.0, snr=200.0, width_s=2e-3, **NARROW)
+    broad = BurstSpec(t_s=2.05, dm=800.0, snr=15.0, width_s=10e-3)
+    found = {}
+    for seed in (5, 6):
+        (tmp_path / str(seed)).mkdir()
+        cands = _band_limited(tmp_path / str(seed), [bright, broad], seed=seed)
+        found[seed] = (len(cands), bool(_found(cands, 2.05, 800.0)))
+    monkeypatch.setattr(pipeline, "release_hidden_bursts",
+                        lambda c, *a, boxcar=None, **k: (list(c), list(boxcar)))  # fmt: skip
+    (tmp_path / "off").mkdir()
+    cands = _band_limited(tmp_path / "off", [bright, broad], seed=5)
+    assert not _found(cands, 2.05, 800.0)
+    assert found[5] == (len(cands) + 1, True)
+    assert found[6][1]

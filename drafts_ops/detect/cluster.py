@@ -146,10 +146,19 @@ def cluster_giants(
     giant in time, and the others form clusters of their own (``boxcar`` False). The
     detector can so add candidates and scores, never move or split the boxcar search's.
     """
+    return labelled_clusters(giants, links, response)[0]
+
+
+def labelled_clusters(
+    giants: Giants, links: ClusterLinks | None = None, response: Response | None = None
+) -> tuple[Clusters, Giants, np.ndarray]:
+    """:func:`cluster_giants`, with the giants it clustered (sorted by sample) and each
+    one's cluster (an index into the returned :class:`Clusters`)."""
     links = links or ClusterLinks()
     if len(giants) == 0:
         empty = np.empty(0, np.int64)
-        return Clusters(Giants.empty(), empty, empty.copy(), empty.copy(), np.empty(0, np.float32))
+        none = Clusters(Giants.empty(), empty, empty.copy(), empty.copy(), np.empty(0, np.float32))
+        return none, Giants.empty(), empty.copy()
     giants = giants.select(np.argsort(giants.sample, kind="stable"))
     boxcar = np.isnan(giants.score)
     if boxcar.all() or not boxcar.any():
@@ -198,9 +207,12 @@ def _attach_to_boxcar(
     return out
 
 
-def _clusters(giants: Giants, labels: np.ndarray, boxcar: np.ndarray) -> Clusters:
-    """Clusters of labelled giants, brightest first. A cluster's head, size and sample
-    span come from its boxcar giants when it has any (other giants add their score)."""
+def _clusters(
+    giants: Giants, labels: np.ndarray, boxcar: np.ndarray
+) -> tuple[Clusters, Giants, np.ndarray]:
+    """Clusters of labelled giants, brightest first, with ``giants`` and each one's cluster.
+    A cluster's head, size and sample span come from its boxcar giants when it has any
+    (other giants add their score)."""
     _, inverse = np.unique(labels, return_inverse=True)
     ncl = int(inverse.max()) + 1
     has_boxcar = np.zeros(ncl, bool)
@@ -223,8 +235,11 @@ def _clusters(giants: Giants, labels: np.ndarray, boxcar: np.ndarray) -> Cluster
     rank = np.argsort(-snr[head], kind="stable")
     head, peak = head[rank], peak[rank]
     members, first, last = members[rank], first[rank], last[rank]
-    return Clusters(_giants_at(giants, head), members, first, last, best_score[rank],
-                    has_boxcar[rank], _giants_at(giants, peak))  # fmt: skip
+    position = np.empty(ncl, np.int64)
+    position[rank] = np.arange(ncl)
+    clusters = Clusters(_giants_at(giants, head), members, first, last, best_score[rank],
+                        has_boxcar[rank], _giants_at(giants, peak))  # fmt: skip
+    return clusters, giants, position[inverse]
 
 
 def _giants_at(giants: Giants, index: np.ndarray) -> Giants:
@@ -462,21 +477,30 @@ def merge_sidelobes(
         in sub-band ``k`` is judged by the sweep of that sub-band, which lies between the
         delays of its edges below the top of the full band.
     """
+    owners = sidelobe_owners(clusters, dms, freqs_mhz, tsamp, slack=slack, max_width=max_width,
+                             bands=bands)  # fmt: skip
+    return fold_clusters(clusters, owners)[0]
+
+
+def sidelobe_owners(
+    clusters: Clusters,
+    dms: np.ndarray,
+    freqs_mhz: np.ndarray,
+    tsamp: float,
+    *,
+    slack: float = SIDELOBE_SLACK,
+    max_width: int = 64,
+    bands: Sequence[tuple[float, float]] = (),
+) -> np.ndarray:
+    """The cluster each of ``clusters`` belongs to under :func:`merge_sidelobes`: the index
+    of the brighter cluster it is a sidelobe of, or its own (parameters as there)."""
     n = len(clusters)
+    owners = np.arange(n)
     if n < 2:
-        return clusters
+        return owners
     if slack < 0 or tsamp <= 0:
         raise ParameterError(f"merge_sidelobes: need slack >= 0, tsamp > 0; got {slack}, {tsamp}")
-    freqs = np.asarray(freqs_mhz, np.float64)
-    heads = clusters.heads
-    band_lo, band_hi = band_edges(freqs, bands, heads.band)
-    density = sweep_density_between(band_lo, band_hi)
-    dm = np.asarray(dms, np.float64)[heads.dm_index]
-    t = heads.sample.astype(np.float64)
-    w = heads.width.astype(np.float64)
-    members = clusters.members.copy()
-    first, last = clusters.first_sample.copy(), clusters.last_sample.copy()
-    score = clusters.score.copy()
+    pulses = _Pulses.of_clusters(clusters, dms, freqs_mhz, bands)
     alive = np.ones(n, bool)
     for i in range(n):
         if not alive[i]:
@@ -484,25 +508,84 @@ def merge_sidelobes(
         rest = np.flatnonzero(alive[i + 1 :]) + i + 1
         if rest.size == 0:
             break
-        top = dispersion_delay_s(dm[rest] - dm[i], band_hi[rest], freqs.max()) / tsamp
-        bottom = dispersion_delay_s(dm[rest] - dm[i], band_lo[rest], freqs.max()) / tsamp
-        lo, hi = np.minimum(-top, -bottom), np.maximum(-top, -bottom)
-        tol = 0.5 * (w[rest] + w[i]) + slack
-        offset = t[rest] - t[i]
-        plausible = plausible_sidelobe(heads.snr[i], w[i], np.abs(bottom - top), heads.snr[rest],
-                                       w[rest], max_width, density[rest])  # fmt: skip
-        plausible &= heads.snr[rest] <= heads.snr[i]
-        plausible &= clusters.boxcar[i] | ~clusters.boxcar[rest]  # the detector only adds
-        side = rest[(offset >= lo - tol) & (offset <= hi + tol) & plausible]
+        side = rest[pulses.sidelobes(i, rest, tsamp, max_width, slack)]
         if side.size == 0:
             continue
         alive[side] = False
-        members[i] += members[side].sum()
-        first[i] = min(first[i], first[side].min())
-        last[i] = max(last[i], last[side].max())
-        score[i] = np.fmax(score[i], np.fmax.reduce(score[side]))
-    return Clusters(heads.select(alive), members[alive], first[alive], last[alive], score[alive],
-                    clusters.boxcar[alive], clusters.peaks.select(alive))  # fmt: skip
+        owners[side] = i
+    return owners
+
+
+@dataclass(frozen=True)
+class _Pulses:
+    """Cluster heads or candidates as :func:`merge_sidelobes` compares them: DM (pc
+    cm^-3), arrival and boxcar (samples), S/N, found by the boxcar search or not, the
+    edges of the band that gave the S/N (MHz) and the top of the full band (MHz)."""
+
+    dm: np.ndarray
+    sample: np.ndarray
+    width: np.ndarray
+    snr: np.ndarray
+    boxcar: np.ndarray
+    band_lo: np.ndarray
+    band_hi: np.ndarray
+    f_top: float
+
+    @classmethod
+    def of_clusters(cls, clusters: Clusters, dms, freqs_mhz, bands) -> _Pulses:
+        heads = clusters.heads
+        lo, hi = band_edges(freqs_mhz, bands, heads.band)
+        return cls(np.asarray(dms, np.float64)[heads.dm_index], heads.sample.astype(np.float64),
+                   heads.width.astype(np.float64), np.asarray(heads.snr), clusters.boxcar, lo,
+                   hi, float(np.max(freqs_mhz)))  # fmt: skip
+
+    @classmethod
+    def of_candidates(cls, cands: Sequence[Candidate], boxcar, freqs_mhz, bands) -> _Pulses:
+        lo, hi = band_edges(freqs_mhz, bands, np.array([c.subband or 0 for c in cands]))
+        return cls(np.array([c.dm for c in cands], np.float64),
+                   np.array([c.sample for c in cands], np.float64),
+                   np.array([c.width_samples for c in cands], np.float64),
+                   np.array([c.snr for c in cands]), np.asarray(boxcar, bool), lo, hi,
+                   float(np.max(freqs_mhz)))  # fmt: skip
+
+    def sidelobes(
+        self, i: int, rest: np.ndarray, tsamp: float, max_width: int, slack: float
+    ) -> np.ndarray:
+        """Which of ``rest`` (indices) are sidelobes of ``i`` (:func:`merge_sidelobes`)."""
+        d_dm = self.dm[rest] - self.dm[i]
+        top = dispersion_delay_s(d_dm, self.band_hi[rest], self.f_top) / tsamp
+        bottom = dispersion_delay_s(d_dm, self.band_lo[rest], self.f_top) / tsamp
+        lo, hi = np.minimum(-top, -bottom), np.maximum(-top, -bottom)
+        tol = 0.5 * (self.width[rest] + self.width[i]) + slack
+        offset = self.sample[rest] - self.sample[i]
+        density = sweep_density_between(self.band_lo[rest], self.band_hi[rest])
+        smear = np.abs(bottom - top)
+        plausible = plausible_sidelobe(self.snr[i], self.width[i], smear, self.snr[rest],
+                                       self.width[rest], max_width, density)  # fmt: skip
+        plausible &= self.snr[rest] <= self.snr[i]
+        plausible &= self.boxcar[i] | ~self.boxcar[rest]  # the detector only adds
+        return (offset >= lo - tol) & (offset <= hi + tol) & plausible
+
+
+def fold_clusters(clusters: Clusters, owners: np.ndarray) -> tuple[Clusters, np.ndarray]:
+    """``clusters`` with each one folded into ``owners[k]`` (its own index: kept; an owner
+    is its own owner): members and sample spans added, the best detector score kept, order
+    kept. Also returns where each cluster went (its owner's index in the result)."""
+    owners = np.asarray(owners, np.int64)
+    alive = owners == np.arange(len(clusters))
+    position = np.cumsum(alive) - 1
+    into = position[owners]
+    n = int(alive.sum())
+    members = np.bincount(into, clusters.members, n).astype(np.int64)
+    first = np.full(n, np.iinfo(np.int64).max)
+    last = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(first, into, clusters.first_sample)
+    np.maximum.at(last, into, clusters.last_sample)
+    score = np.full(n, np.nan, np.float32)
+    np.fmax.at(score, into, clusters.score.astype(np.float32))
+    folded = Clusters(clusters.heads.select(alive), members, first, last, score,
+                      clusters.boxcar[alive], clusters.peaks.select(alive))  # fmt: skip
+    return folded, into
 
 
 #: A burst whose emission covers less than this fraction of the band is band-limited for
@@ -674,3 +757,156 @@ def fold_measured_sidelobes(
             last_sample=max([bright.last_sample, *(c.last_sample for c in folded)]),
         )
     return [c for c, a in zip(cands, alive, strict=True) if a]
+
+
+def release_hidden_bursts(
+    candidates: Sequence[Candidate],
+    giants: Giants,
+    label: np.ndarray,
+    response: Response,
+    links: ClusterLinks,
+    *,
+    pulse_shape: Callable[[Candidate], PulseShape],
+    snr_outside: Callable[[Candidate, float, float], float],
+    boxcar: Sequence[bool] | None = None,
+) -> tuple[list[Candidate], list[bool]]:
+    """Give back the bursts that a band-limited signal's cluster swallowed.
+
+    Clustering (:meth:`Response.explains`) and :func:`merge_sidelobes` judge a cluster's
+    members by the response of a pulse that fills the band, over the whole of its sweep: a
+    broadband burst of S/N 20 beside narrow-band RFI of S/N 86 that drifts like a
+    dispersed pulse lies within that response and joins the RFI's cluster. A band-limited
+    signal's response lies only where its own emitting band crosses each DM trial. Here
+    each candidate of S/N >= :data:`SPECTRUM_MIN_SNR` whose cluster has members of that S/N
+    away from its arrival (:func:`_may_hide`) has its pulse measured (``pulse_shape``); the
+    members of the band-limited ones (< :data:`BAND_LIMITED_FRACTION` of the band) that lie
+    outside the crossing windows of their emitting band are clustered again, all together
+    (:func:`labelled_clusters`, :func:`merge_sidelobes`: one burst's pieces from several
+    such clusters join), and each new cluster of S/N >= :data:`SPECTRUM_MIN_SNR` (at most
+    :data:`ARM_TESTS` per band-limited cluster, brightest first) whose pulse shows S/N
+    :data:`ARM_OUTSIDE_SNR` outside the band of the cluster its brightest giant came from
+    (``snr_outside``, as :func:`fold_measured_sidelobes` tests an arm) becomes a candidate
+    of its own, reported at its peak; its members leave the clusters they came from.
+
+    ``giants`` and ``label``: the clustered giants and each one's candidate (an index into
+    ``candidates``; :func:`labelled_clusters`, then :func:`fold_clusters`). ``boxcar``: one
+    flag per candidate (default all True, as :attr:`Clusters.boxcar`). Returns the
+    candidates, brightest first, and their flags.
+    """
+    from drafts_ops.detect.candidates import reported_at_peaks
+
+    cands = list(candidates)
+    flags = [True] * len(cands) if boxcar is None else [bool(b) for b in boxcar]
+    shapes, away = _band_limited_clusters(cands, giants, np.asarray(label), response,
+                                          pulse_shape)  # fmt: skip
+    if away.size:
+        away = away[np.argsort(giants.sample[away], kind="stable")]  # as clustering sorts
+        hidden, label_of = _reclustered(giants.select(away), response, links)
+        found = _hidden_candidates(hidden, response, cands[0])
+        parent = np.asarray(label)[away]
+        tests = dict.fromkeys(shapes, 0)
+        for k, cand in enumerate(found):
+            if cand.snr < SPECTRUM_MIN_SNR:
+                break
+            mine = np.flatnonzero(label_of == k)
+            source = int(parent[mine[np.argmax(giants.snr[away[mine]])]])
+            if tests[source] >= ARM_TESTS:
+                continue
+            tests[source] += 1
+            if snr_outside(cand, *_widened(shapes[source])) < ARM_OUTSIDE_SNR:
+                continue
+            for i, n in zip(*np.unique(parent[mine], return_counts=True), strict=True):
+                cands[i] = cands[i].replace(members=max(cands[i].members - int(n), 1))
+            owner = _full_band_owner(cands, flags, set(shapes), cand, bool(hidden.boxcar[k]),
+                                     response)  # fmt: skip
+            if owner is not None:  # a sidelobe of another burst: its members join it
+                cands[owner] = cands[owner].replace(members=cands[owner].members + cand.members)
+                continue
+            cands.extend(reported_at_peaks([cand], hidden, response.dms, response.tsamp))
+            flags.append(bool(hidden.boxcar[k]))
+    order = sorted(range(len(cands)), key=lambda k: -cands[k].snr)
+    return [cands[k] for k in order], [flags[k] for k in order]
+
+
+def _full_band_owner(  # noqa: PLR0917
+    cands: list[Candidate], flags: list[bool], band_limited: set[int], cand: Candidate,
+    boxcar: bool, response: Response,
+) -> int | None:  # fmt: skip
+    """The brightest of ``cands`` whose full-band response explains ``cand`` (found by the
+    boxcar search: ``boxcar``) as its sidelobe (:func:`merge_sidelobes`), if any; those
+    measured ``band_limited`` have no such response and explain nothing here."""
+    brighter = sorted((k for k, c in enumerate(cands) if k not in band_limited
+                       and c.snr >= cand.snr), key=lambda k: -cands[k].snr)  # fmt: skip
+    if not brighter:
+        return None
+    pulses = _Pulses.of_candidates([*cands, cand], [*flags, boxcar], response.freqs_mhz,
+                                   response.bands)  # fmt: skip
+    new = np.array([len(cands)])
+    for k in brighter:
+        if pulses.sidelobes(k, new, response.tsamp, response.max_width, SIDELOBE_SLACK)[0]:
+            return k
+    return None
+
+
+def _band_limited_clusters(
+    cands: list[Candidate], giants: Giants, label: np.ndarray, response: Response,
+    pulse_shape: Callable[[Candidate], PulseShape],
+) -> tuple[dict[int, PulseShape], np.ndarray]:  # fmt: skip
+    """The measured pulse of each band-limited candidate that may hide a burst, and the
+    giants of theirs (indices) outside the crossing windows of its emitting band."""
+    span = float(np.ptp(response.freqs_mhz))
+    shapes, away = {}, []
+    for i, cand in enumerate(cands):
+        mine = np.flatnonzero(label == i)
+        if cand.snr < SPECTRUM_MIN_SNR or not _may_hide(cand, giants.select(mine)):
+            continue
+        shape = pulse_shape(cand)
+        if shape.f_hi_mhz - shape.f_lo_mhz >= BAND_LIMITED_FRACTION * span:
+            continue
+        shapes[i] = shape
+        away.append(mine[~_within_emission(cand, shape, giants.select(mine), response)])
+    return shapes, np.concatenate(away) if away else np.empty(0, np.int64)
+
+
+def _reclustered(
+    giants: Giants, response: Response, links: ClusterLinks
+) -> tuple[Clusters, np.ndarray]:
+    """``giants`` (sorted by sample) clustered and their sidelobes merged, with each one's
+    cluster."""
+    clusters, _, label = labelled_clusters(giants, links, response)
+    owners = sidelobe_owners(clusters, response.dms, response.freqs_mhz, response.tsamp,
+                             max_width=response.max_width, bands=response.bands)  # fmt: skip
+    clusters, into = fold_clusters(clusters, owners)
+    return clusters, into[label]
+
+
+def _hidden_candidates(hidden: Clusters, response: Response, like: Candidate) -> list[Candidate]:
+    """Candidates of ``hidden`` clusters' heads (in their order), of ``like``'s file, beam
+    and kind."""
+    from drafts_ops.detect.candidates import candidates_from_clusters
+
+    return candidates_from_clusters(hidden, response.dms, response.tsamp, file=like.file,
+                                    beam=like.beam, subbands=like.subband is not None)  # fmt: skip
+
+
+def _may_hide(cand: Candidate, members: Giants) -> bool:
+    """Whether a cluster (its head ``cand``, its giants ``members``) has giants of S/N >=
+    :data:`SPECTRUM_MIN_SNR` beyond its head's own pulse in time: where another burst can
+    hide."""
+    bright = members.snr >= SPECTRUM_MIN_SNR
+    tol = 0.5 * (members.width + cand.width_samples) + SIDELOBE_SLACK
+    return bool(np.any(bright & (np.abs(members.sample - cand.sample) > tol)))
+
+
+def _within_emission(
+    cand: Candidate, shape: PulseShape, members: Giants, response: Response
+) -> np.ndarray:
+    """Which ``members`` lie where ``cand``, emitting only over ``shape``'s band, appears at
+    their DM trial: inside its crossing window (:func:`_crossing_window`), within half the
+    two widths plus :data:`SIDELOBE_SLACK` samples."""
+    d_dm = np.asarray(response.dms, np.float64)[members.dm_index] - cand.dm
+    lo, hi = _crossing_window(d_dm, shape.f_lo_mhz, shape.f_hi_mhz,
+                              float(np.max(response.freqs_mhz)), response.tsamp)  # fmt: skip
+    tol = 0.5 * (members.width + shape.width_samples) + SIDELOBE_SLACK
+    offset = (members.sample - cand.sample).astype(np.float64)
+    return (offset >= lo - tol) & (offset <= hi + tol)

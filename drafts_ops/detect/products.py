@@ -181,6 +181,7 @@ class CutoutMaker:
             mask = decimate_mask(mask, cfg.freq_decimation)
         self.static_mask = mask
         self.made = 0
+        self._shapes: dict[tuple[int, int, int, int], PulseShape] = {}
 
     def cutouts(self, cand: Candidate) -> tuple[np.ndarray, np.ndarray]:
         """FETCH cutouts ``(freq_time [256, 256], dm_time [256, 256])`` of ``cand``."""
@@ -192,13 +193,17 @@ class CutoutMaker:
 
     def pulse_shape(self, cand: Candidate) -> PulseShape:
         """``cand``'s pulse from its dedispersed waterfall: emitting band
-        (:func:`emitting_band`), width and S/N at that width (:func:`pulse_width`)."""
-        data, freqs, tsamp, dm, sample, width, mask = self._window(cand)
-        ft = freq_time_cutout(data, freqs, tsamp, dm, sample, width, chan_mask=mask)
-        self._release()
-        pulse, gain = pulse_width(ft, width)
-        f_lo, f_hi = emitting_band(ft, freqs, width, pulse)
-        return PulseShape(f_lo, f_hi, pulse, cand.snr * gain)
+        (:func:`emitting_band`), width and S/N at that width (:func:`pulse_width`).
+        Measured once per position (arrival, DM trial, boxcar, band)."""
+        key = (cand.sample, cand.dm_index, cand.width_samples, cand.subband or 0)
+        if key not in self._shapes:
+            data, freqs, tsamp, dm, sample, width, mask = self._window(cand)
+            ft = freq_time_cutout(data, freqs, tsamp, dm, sample, width, chan_mask=mask)
+            self._release()
+            pulse, gain = pulse_width(ft, width)
+            f_lo, f_hi = emitting_band(ft, freqs, width, pulse)
+            self._shapes[key] = PulseShape(f_lo, f_hi, pulse, cand.snr * gain)
+        return self._shapes[key]
 
     def snr_outside(self, cand: Candidate, f_lo_mhz: float, f_hi_mhz: float) -> float:
         """S/N of ``cand``'s pulse (its boxcar, at its DM) summed over the unmasked channels
