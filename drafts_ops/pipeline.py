@@ -1202,7 +1202,7 @@ def merge_block_results(
             candidates, boxcar = release_hidden_bursts(
                 candidates, giants, into[label], response, plan.config.links,
                 pulse_shape=maker.pulse_shape, snr_outside=maker.snr_outside,
-                boxcar=clusters.boxcar,
+                snr_within=maker.snr_within, boxcar=clusters.boxcar,
             )  # fmt: skip
             candidates = fold_measured_sidelobes(
                 candidates, maker.pulse_shape, plan.header.chan_freqs, plan.header.tsamp,

@@ -422,6 +422,10 @@ def test_snr_outside_a_band_tells_a_broadband_burst_from_a_band_limited_one(tmp_
         assert maker.snr_outside(broad, 1270.0, 1330.0) >= 8.0
         assert maker.snr_outside(narrow, 1270.0, 1330.0) < ARM_OUTSIDE_SNR
         assert maker.snr_outside(broad, 1000.0, 1600.0) == 0.0
+        # and within a band: the narrow burst's own band, or none of its emission
+        assert maker.snr_within(narrow, 1285.0, 1315.0) >= 8.0
+        assert maker.snr_within(narrow, 1400.0, 1500.0) < ARM_OUTSIDE_SNR
+        assert maker.snr_within(broad, 1600.0, 1700.0) == 0.0
         # a pulse is measured once per position (the release and the fold both ask)
         reads = []
         window = maker._window
@@ -480,10 +484,13 @@ def _hidden_scene(hidden_sample=1030):
     return cands, giants, np.zeros(len(rows), np.int64)
 
 
-def _release(cands, giants, label, shape, outside_snr):
+def _release(cands, giants, label, shape, outside_snr, *, within=lambda dm: 0.0):
+    """release_hidden_bursts with pulse measures that record what they were asked:
+    ``shape`` for every pulse, ``outside_snr`` for every test outside a band and
+    ``within(dm)`` for a test within one of the candidate at ``dm``."""
     from drafts_ops.detect.cluster import ClusterLinks, Response, release_hidden_bursts
 
-    asked = {"shape": [], "outside": []}
+    asked = {"shape": [], "outside": [], "within": []}
 
     def pulse_shape(cand):
         asked["shape"].append(cand.dm)
@@ -493,30 +500,55 @@ def _release(cands, giants, label, shape, outside_snr):
         asked["outside"].append((cand.dm, f_lo, f_hi))
         return outside_snr
 
+    def snr_within(cand, f_lo, f_hi):
+        asked["within"].append((cand.dm, round(f_lo, 1), round(f_hi, 1)))
+        return within(cand.dm)
+
     response = Response(HIDDEN_DMS, HEADER.chan_freqs, 1e-3, 64)
     out, flags = release_hidden_bursts(
         cands, giants, label, response, ClusterLinks(), pulse_shape=pulse_shape,
-        snr_outside=snr_outside,
+        snr_outside=snr_outside, snr_within=snr_within,
     )  # fmt: skip
     return out, flags, asked
 
 
 def test_a_broadband_burst_hidden_in_a_band_limited_signals_cluster_is_released():
-    """Off the narrow band's crossing window and emitting outside it: a candidate of its
-    own, its members leaving the head's; the head's own arm stays in its cluster."""
+    """Off the narrow band's crossing window, emitting outside that band and brighter than
+    the head's own emission where such an arm would come from: a candidate of its own,
+    its members leaving the head's; the head's own arm stays in its cluster."""
     from drafts_ops.detect.cluster import ARM_OUTSIDE_SNR
 
     cands, giants, label = _hidden_scene()
-    out, flags, asked = _release(cands, giants, label, _measured(1250.0, 1275.0),
-                                 ARM_OUTSIDE_SNR + 3)  # fmt: skip
+    narrow = _measured(1250.0, 1275.0)
+    out, flags, asked = _release(cands, giants, label, narrow, ARM_OUTSIDE_SNR + 3)
     assert len(out) == 2 and flags == [True, True]
     head, hidden = out
     assert (head.dm, head.sample, head.members) == (500.0, 1000, 4)
     assert (hidden.dm, hidden.sample, hidden.snr, hidden.members) == (400.0, 1030, 15.0, 3)
-    assert asked == {"shape": [500.0], "outside": [(400.0, 1225.0, 1300.0)]}
+    assert asked["shape"] == [500.0]
+    assert asked["outside"] == [(400.0, 1225.0, 1300.0)]  # the head's band widened
+    # the head's sweep at DM 400 passes samples 1016-1044 at 1439-1348 MHz
+    assert asked["within"] == [(500.0, 1347.8, 1438.9)]
     # emitting only in the head's band: the head's own (it stays folded)
-    out, _, _ = _release(cands, giants, label, _measured(1250.0, 1275.0), ARM_OUTSIDE_SNR - 3)
+    out, _, _ = _release(cands, giants, label, narrow, ARM_OUTSIDE_SNR - 3)
     assert len(out) == 1 and out[0].members == 7
+    # the head emits at 1348-1439 MHz after all, as brightly: its own arm
+    out, _, _ = _release(cands, giants, label, narrow, ARM_OUTSIDE_SNR + 3, within=lambda dm: 13)
+    assert len(out) == 1 and out[0].members == 7
+
+
+def test_a_released_arm_of_another_burst_joins_that_burst():
+    """A brighter full-band burst whose emission at the frequencies that put its arm there
+    is bright enough takes the released cluster's members; none is added."""
+    from drafts_ops.detect.cluster import ARM_OUTSIDE_SNR
+
+    cands, giants, label = _hidden_scene()
+    other = cands[0].replace(dm=410.0, dm_index=41, sample=1040, snr=20.0, members=50)
+    narrow = _measured(1250.0, 1275.0)
+    out, _, asked = _release([cands[0], other], giants, label, narrow, ARM_OUTSIDE_SNR + 3,
+                             within=lambda dm: 15.0 * (dm == 410.0))  # fmt: skip
+    assert len(out) == 2 and [c.members for c in out] == [4, 53]
+    assert [dm for dm, *_ in asked["within"]] == [500.0, 410.0]  # the source first
 
 
 def test_a_full_band_head_or_a_group_on_its_narrow_arm_releases_nothing():
@@ -525,7 +557,7 @@ def test_a_full_band_head_or_a_group_on_its_narrow_arm_releases_nothing():
     cands, giants, label = _hidden_scene()
     freqs = HEADER.chan_freqs
     out, _, asked = _release(cands, giants, label, _measured(freqs.min(), freqs.max()), 50.0)
-    assert len(out) == 1 and asked == {"shape": [500.0], "outside": []}
+    assert len(out) == 1 and asked == {"shape": [500.0], "outside": [], "within": []}
     # the group on the narrow band's arm (76 samples late at DM 400) is the head's response
     cands, giants, label = _hidden_scene(hidden_sample=1076)
     out, _, asked = _release(cands, giants, label, _measured(1250.0, 1275.0),
@@ -534,7 +566,7 @@ def test_a_full_band_head_or_a_group_on_its_narrow_arm_releases_nothing():
     # a head too faint to measure is not measured
     faint = [cands[0].replace(snr=6.0)]
     out, _, asked = _release(faint, giants, label, _measured(1250.0, 1275.0), 50.0)
-    assert len(out) == 1 and asked == {"shape": [], "outside": []}
+    assert len(out) == 1 and asked == {"shape": [], "outside": [], "within": []}
 
 
 def test_a_broadband_burst_beside_a_bright_band_limited_one_is_found(tmp_path, monkeypatch):

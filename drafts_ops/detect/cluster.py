@@ -500,7 +500,13 @@ def sidelobe_owners(
         return owners
     if slack < 0 or tsamp <= 0:
         raise ParameterError(f"merge_sidelobes: need slack >= 0, tsamp > 0; got {slack}, {tsamp}")
-    pulses = _Pulses.of_clusters(clusters, dms, freqs_mhz, bands)
+    freqs = np.asarray(freqs_mhz, np.float64)
+    heads = clusters.heads
+    band_lo, band_hi = band_edges(freqs, bands, heads.band)
+    density = sweep_density_between(band_lo, band_hi)
+    dm = np.asarray(dms, np.float64)[heads.dm_index]
+    t = heads.sample.astype(np.float64)
+    w = heads.width.astype(np.float64)
     alive = np.ones(n, bool)
     for i in range(n):
         if not alive[i]:
@@ -508,63 +514,21 @@ def sidelobe_owners(
         rest = np.flatnonzero(alive[i + 1 :]) + i + 1
         if rest.size == 0:
             break
-        side = rest[pulses.sidelobes(i, rest, tsamp, max_width, slack)]
+        top = dispersion_delay_s(dm[rest] - dm[i], band_hi[rest], freqs.max()) / tsamp
+        bottom = dispersion_delay_s(dm[rest] - dm[i], band_lo[rest], freqs.max()) / tsamp
+        lo, hi = np.minimum(-top, -bottom), np.maximum(-top, -bottom)
+        tol = 0.5 * (w[rest] + w[i]) + slack
+        offset = t[rest] - t[i]
+        plausible = plausible_sidelobe(heads.snr[i], w[i], np.abs(bottom - top), heads.snr[rest],
+                                       w[rest], max_width, density[rest])  # fmt: skip
+        plausible &= heads.snr[rest] <= heads.snr[i]
+        plausible &= clusters.boxcar[i] | ~clusters.boxcar[rest]  # the detector only adds
+        side = rest[(offset >= lo - tol) & (offset <= hi + tol) & plausible]
         if side.size == 0:
             continue
         alive[side] = False
         owners[side] = i
     return owners
-
-
-@dataclass(frozen=True)
-class _Pulses:
-    """Cluster heads or candidates as :func:`merge_sidelobes` compares them: DM (pc
-    cm^-3), arrival and boxcar (samples), S/N, found by the boxcar search or not, the
-    edges of the band that gave the S/N (MHz) and the top of the full band (MHz)."""
-
-    dm: np.ndarray
-    sample: np.ndarray
-    width: np.ndarray
-    snr: np.ndarray
-    boxcar: np.ndarray
-    band_lo: np.ndarray
-    band_hi: np.ndarray
-    f_top: float
-
-    @classmethod
-    def of_clusters(cls, clusters: Clusters, dms, freqs_mhz, bands) -> _Pulses:
-        heads = clusters.heads
-        lo, hi = band_edges(freqs_mhz, bands, heads.band)
-        return cls(np.asarray(dms, np.float64)[heads.dm_index], heads.sample.astype(np.float64),
-                   heads.width.astype(np.float64), np.asarray(heads.snr), clusters.boxcar, lo,
-                   hi, float(np.max(freqs_mhz)))  # fmt: skip
-
-    @classmethod
-    def of_candidates(cls, cands: Sequence[Candidate], boxcar, freqs_mhz, bands) -> _Pulses:
-        lo, hi = band_edges(freqs_mhz, bands, np.array([c.subband or 0 for c in cands]))
-        return cls(np.array([c.dm for c in cands], np.float64),
-                   np.array([c.sample for c in cands], np.float64),
-                   np.array([c.width_samples for c in cands], np.float64),
-                   np.array([c.snr for c in cands]), np.asarray(boxcar, bool), lo, hi,
-                   float(np.max(freqs_mhz)))  # fmt: skip
-
-    def sidelobes(
-        self, i: int, rest: np.ndarray, tsamp: float, max_width: int, slack: float
-    ) -> np.ndarray:
-        """Which of ``rest`` (indices) are sidelobes of ``i`` (:func:`merge_sidelobes`)."""
-        d_dm = self.dm[rest] - self.dm[i]
-        top = dispersion_delay_s(d_dm, self.band_hi[rest], self.f_top) / tsamp
-        bottom = dispersion_delay_s(d_dm, self.band_lo[rest], self.f_top) / tsamp
-        lo, hi = np.minimum(-top, -bottom), np.maximum(-top, -bottom)
-        tol = 0.5 * (self.width[rest] + self.width[i]) + slack
-        offset = self.sample[rest] - self.sample[i]
-        density = sweep_density_between(self.band_lo[rest], self.band_hi[rest])
-        smear = np.abs(bottom - top)
-        plausible = plausible_sidelobe(self.snr[i], self.width[i], smear, self.snr[rest],
-                                       self.width[rest], max_width, density)  # fmt: skip
-        plausible &= self.snr[rest] <= self.snr[i]
-        plausible &= self.boxcar[i] | ~self.boxcar[rest]  # the detector only adds
-        return (offset >= lo - tol) & (offset <= hi + tol) & plausible
 
 
 def fold_clusters(clusters: Clusters, owners: np.ndarray) -> tuple[Clusters, np.ndarray]:
@@ -768,6 +732,7 @@ def release_hidden_bursts(
     *,
     pulse_shape: Callable[[Candidate], PulseShape],
     snr_outside: Callable[[Candidate, float, float], float],
+    snr_within: Callable[[Candidate, float, float], float],
     boxcar: Sequence[bool] | None = None,
 ) -> tuple[list[Candidate], list[bool]]:
     """Give back the bursts that a band-limited signal's cluster swallowed.
@@ -815,11 +780,13 @@ def release_hidden_bursts(
             tests[source] += 1
             if snr_outside(cand, *_widened(shapes[source])) < ARM_OUTSIDE_SNR:
                 continue
+            owner = _arm_owner(cands, flags, source, cand, bool(hidden.boxcar[k]), response,
+                               snr_within)  # fmt: skip
+            if owner == source:  # the source emits where such an arm comes from: its own
+                continue
             for i, n in zip(*np.unique(parent[mine], return_counts=True), strict=True):
                 cands[i] = cands[i].replace(members=max(cands[i].members - int(n), 1))
-            owner = _full_band_owner(cands, flags, set(shapes), cand, bool(hidden.boxcar[k]),
-                                     response)  # fmt: skip
-            if owner is not None:  # a sidelobe of another burst: its members join it
+            if owner is not None:  # another burst's arm: its members join that burst
                 cands[owner] = cands[owner].replace(members=cands[owner].members + cand.members)
                 continue
             cands.extend(reported_at_peaks([cand], hidden, response.dms, response.tsamp))
@@ -828,24 +795,51 @@ def release_hidden_bursts(
     return [cands[k] for k in order], [flags[k] for k in order]
 
 
-def _full_band_owner(  # noqa: PLR0917
-    cands: list[Candidate], flags: list[bool], band_limited: set[int], cand: Candidate,
-    boxcar: bool, response: Response,
+def _arm_owner(  # noqa: PLR0917
+    cands: list[Candidate], flags: list[bool], source: int, cand: Candidate, boxcar: bool,
+    response: Response, snr_within: Callable[[Candidate, float, float], float],
 ) -> int | None:  # fmt: skip
-    """The brightest of ``cands`` whose full-band response explains ``cand`` (found by the
-    boxcar search: ``boxcar``) as its sidelobe (:func:`merge_sidelobes`), if any; those
-    measured ``band_limited`` have no such response and explain nothing here."""
-    brighter = sorted((k for k, c in enumerate(cands) if k not in band_limited
-                       and c.snr >= cand.snr), key=lambda k: -cands[k].snr)  # fmt: skip
-    if not brighter:
-        return None
-    pulses = _Pulses.of_candidates([*cands, cand], [*flags, boxcar], response.freqs_mhz,
-                                   response.bands)  # fmt: skip
-    new = np.array([len(cands)])
-    for k in brighter:
-        if pulses.sidelobes(k, new, response.tsamp, response.max_width, SIDELOBE_SLACK)[0]:
+    """The candidate ``cand`` (found by the boxcar search: ``boxcar``) is an arm of: the
+    first of ``source`` and then the brighter ``cands`` (brightest first, at most
+    :data:`ARM_TESTS`) that emits, at the frequencies whose sweep at ``cand``'s DM passes
+    where it lies (:func:`_arm_frequencies`), at least ``cand``'s S/N less
+    :data:`SIDELOBE_SNR_MARGIN` (``snr_within``; an arm collects no more than the emission
+    it comes from). ``None``: an arm of none of them."""
+    brighter = sorted((k for k, c in enumerate(cands) if k != source and c.snr >= cand.snr
+                       and (flags[k] or not boxcar)), key=lambda k: -cands[k].snr)  # fmt: skip
+    tested = 0
+    for k in [source, *brighter]:
+        arm = _arm_frequencies(cands[k], cand, response)
+        if arm is None:
+            continue
+        if cand.snr <= snr_within(cands[k], *arm) + SIDELOBE_SNR_MARGIN:
             return k
+        tested += 1
+        if tested >= ARM_TESTS:
+            break
     return None
+
+
+def _arm_frequencies(
+    source: Candidate, cand: Candidate, response: Response
+) -> tuple[float, float] | None:
+    """The frequencies (MHz, within the band) whose emission by ``source``, dedispersed at
+    ``cand``'s DM, arrives where ``cand`` lies (within half their widths plus
+    :data:`SIDELOBE_SLACK` samples); ``None`` when no frequency of the band does."""
+    freqs = np.asarray(response.freqs_mhz, np.float64)
+    f_min, f_top = float(freqs.min()), float(freqs.max())
+    tol = 0.5 * (cand.width_samples + source.width_samples) + SIDELOBE_SLACK
+    offsets = np.array([-tol, tol]) + (cand.sample - source.sample)
+    d_dm = cand.dm - source.dm
+    if d_dm == 0:
+        return (f_min, f_top) if offsets[0] <= 0 <= offsets[1] else None
+    # an arm at d_dm arrives -delay(d_dm, f, f_top) after the source: solve for f^-2
+    per_unit = dispersion_delay_s(d_dm, 1.0, np.inf)  # s per unit of f^-2 (MHz^-2)
+    inverse_square = np.sort(f_top**-2 - offsets * response.tsamp / per_unit)
+    lo_inv2, hi_inv2 = max(inverse_square[0], f_top**-2), min(inverse_square[1], f_min**-2)
+    if lo_inv2 > hi_inv2:
+        return None
+    return float(hi_inv2**-0.5), float(lo_inv2**-0.5)
 
 
 def _band_limited_clusters(

@@ -41,6 +41,8 @@ from drafts_ops.errors import ParameterError
 from drafts_ops.io.reader import advise_mapping
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from drafts_ops.io.reader import ObservationReader
     from drafts_ops.pipeline import SearchPlan
 
@@ -212,18 +214,28 @@ class CutoutMaker:
         clipped to :data:`SPECTRUM_CLIP_SIGMA`); the summed profile's boxcar at the pulse
         over the profile's robust scatter (white noise assumed). 0 when no channel lies
         outside."""
+        return self._channels_snr(cand, lambda f: (f < f_lo_mhz) | (f > f_hi_mhz))
+
+    def snr_within(self, cand: Candidate, f_lo_mhz: float, f_hi_mhz: float) -> float:
+        """S/N of ``cand``'s pulse summed over the unmasked channels within ``f_lo_mhz..
+        f_hi_mhz`` (as :meth:`snr_outside`); 0 when no channel lies there."""
+        return self._channels_snr(cand, lambda f: (f >= f_lo_mhz) & (f <= f_hi_mhz))
+
+    def _channels_snr(self, cand: Candidate, chosen: Callable[[np.ndarray], np.ndarray]) -> float:
+        """S/N of ``cand``'s pulse over the unmasked channels whose frequencies (MHz) are
+        ``chosen`` (see :meth:`snr_outside`)."""
         from drafts_ops.dedisp.plan import dispersion_delay_s
 
         data, freqs, tsamp, dm, sample, width, mask = self._window(cand)
-        outside = ((freqs < f_lo_mhz) | (freqs > f_hi_mhz)) & ~mask
-        if not outside.any():
+        channels = chosen(freqs) & ~mask
+        if not channels.any():
             self._release()
             return 0.0
         width = max(int(width), 1)
         span = 8 * max(width, 8)
-        delays = np.round(dispersion_delay_s(dm, freqs[outside], freqs.max()) / tsamp)
+        delays = np.round(dispersion_delay_s(dm, freqs[channels], freqs.max()) / tsamp)
         starts = sample - span + delays.astype(np.int64)
-        profile = standardised_profile(data, np.flatnonzero(outside), starts, 2 * span + 1,
+        profile = standardised_profile(data, np.flatnonzero(channels), starts, 2 * span + 1,
                                        SPECTRUM_CLIP_SIGMA)  # fmt: skip
         self._release()
         first = span - width // 2
