@@ -751,7 +751,10 @@ def release_hidden_bursts(
     :data:`ARM_TESTS` per band-limited cluster, brightest first) whose pulse shows S/N
     :data:`ARM_OUTSIDE_SNR` outside the band of the cluster its brightest giant came from
     (``snr_outside``, as :func:`fold_measured_sidelobes` tests an arm) becomes a candidate
-    of its own, reported at its peak; its members leave the clusters they came from.
+    of its own, reported at its peak; its members leave the clusters they came from. Unless
+    it is an arm after all (:func:`_arm_owner`, ``snr_within``): of the cluster it came
+    from (a steep-spectrum burst measures as band-limited at half power, yet shines weakly
+    across the band), or of a brighter candidate, which then takes its members.
 
     ``giants`` and ``label``: the clustered giants and each one's candidate (an index into
     ``candidates``; :func:`labelled_clusters`, then :func:`fold_clusters`). ``boxcar``: one
