@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -433,7 +433,15 @@ def sweep_density_between(fmin, fmax) -> np.ndarray:
     return np.where(hi > lo, density, 1.0)
 
 
-def merge_sidelobes(
+def merge_sidelobes(clusters: Clusters, *args: Any, **options: Any) -> Clusters:
+    """Fold bow-tie sidelobe clusters into the brighter cluster whose burst made them
+    (:func:`sidelobe_owners`, arguments as there, then :func:`fold_clusters`): a
+    sidelobe's members, sample span and detector score join the brighter cluster; heads
+    stay brightest first."""
+    return fold_clusters(clusters, sidelobe_owners(clusters, *args, **options))[0]
+
+
+def sidelobe_owners(
     clusters: Clusters,
     dms: np.ndarray,
     freqs_mhz: np.ndarray,
@@ -442,8 +450,9 @@ def merge_sidelobes(
     slack: float = SIDELOBE_SLACK,
     max_width: int = 64,
     bands: Sequence[tuple[float, float]] = (),
-) -> Clusters:
-    """Fold bow-tie sidelobe clusters into the brighter cluster whose burst made them.
+) -> np.ndarray:
+    """Which brighter cluster each of ``clusters`` is a bow-tie sidelobe of: its index, or
+    the cluster's own when none (:func:`merge_sidelobes` folds them in).
 
     A burst arriving at the top of the band at ``t0`` with DM ``d0``, dedispersed at trial
     ``d``, is smeared over ``[t0 - D, t0]`` where ``D = delay(d - d0)`` across the band
@@ -454,9 +463,8 @@ def merge_sidelobes(
     itself produces there (:func:`plausible_sidelobe`)
     *and* its boxcar is as wide as a smeared pulse's (:data:`SIDELOBE_WIDTH_FRACTION`):
     a distinct burst inside the cone of a brighter one (or of a zero-DM impulse) is
-    brighter than that response and stays a candidate of its own. A sidelobe's members,
-    sample span and detector score join the brighter cluster; heads stay brightest first.
-    A cluster of boxcar giants is never folded into one the neural detector found alone.
+    brighter than that response and stays a candidate of its own. A cluster of boxcar
+    giants is never a sidelobe of one the neural detector found alone.
 
     Parameters
     ----------
@@ -477,23 +485,6 @@ def merge_sidelobes(
         in sub-band ``k`` is judged by the sweep of that sub-band, which lies between the
         delays of its edges below the top of the full band.
     """
-    owners = sidelobe_owners(clusters, dms, freqs_mhz, tsamp, slack=slack, max_width=max_width,
-                             bands=bands)  # fmt: skip
-    return fold_clusters(clusters, owners)[0]
-
-
-def sidelobe_owners(
-    clusters: Clusters,
-    dms: np.ndarray,
-    freqs_mhz: np.ndarray,
-    tsamp: float,
-    *,
-    slack: float = SIDELOBE_SLACK,
-    max_width: int = 64,
-    bands: Sequence[tuple[float, float]] = (),
-) -> np.ndarray:
-    """The cluster each of ``clusters`` belongs to under :func:`merge_sidelobes`: the index
-    of the brighter cluster it is a sidelobe of, or its own (parameters as there)."""
     n = len(clusters)
     owners = np.arange(n)
     if n < 2:
@@ -761,7 +752,7 @@ def release_hidden_bursts(
     flag per candidate (default all True, as :attr:`Clusters.boxcar`). Returns the
     candidates, brightest first, and their flags.
     """
-    from drafts_ops.detect.candidates import reported_at_peaks
+    from drafts_ops.detect.candidates import candidates_from_clusters, reported_at_peaks
 
     cands = list(candidates)
     flags = [True] * len(cands) if boxcar is None else [bool(b) for b in boxcar]
@@ -770,7 +761,11 @@ def release_hidden_bursts(
     if away.size:
         away = away[np.argsort(giants.sample[away], kind="stable")]  # as clustering sorts
         hidden, label_of = _reclustered(giants.select(away), response, links)
-        found = _hidden_candidates(hidden, response, cands[0])
+        like = cands[0]  # file, beam and kind
+        found = candidates_from_clusters(
+            hidden, response.dms, response.tsamp, file=like.file, beam=like.beam,
+            subbands=like.subband is not None,
+        )  # fmt: skip
         parent = np.asarray(label)[away]
         tests = dict.fromkeys(shapes, 0)
         for k, cand in enumerate(found):
@@ -854,14 +849,17 @@ def _band_limited_clusters(
     span = float(np.ptp(response.freqs_mhz))
     shapes, away = {}, []
     for i, cand in enumerate(cands):
+        if cand.snr < SPECTRUM_MIN_SNR:
+            continue
         mine = np.flatnonzero(label == i)
-        if cand.snr < SPECTRUM_MIN_SNR or not _may_hide(cand, giants.select(mine)):
+        members = giants.select(mine)
+        if not _may_hide(cand, members):
             continue
         shape = pulse_shape(cand)
         if shape.f_hi_mhz - shape.f_lo_mhz >= BAND_LIMITED_FRACTION * span:
             continue
         shapes[i] = shape
-        away.append(mine[~_within_emission(cand, shape, giants.select(mine), response)])
+        away.append(mine[~_within_emission(cand, shape, members, response)])
     return shapes, np.concatenate(away) if away else np.empty(0, np.int64)
 
 
@@ -875,15 +873,6 @@ def _reclustered(
                              max_width=response.max_width, bands=response.bands)  # fmt: skip
     clusters, into = fold_clusters(clusters, owners)
     return clusters, into[label]
-
-
-def _hidden_candidates(hidden: Clusters, response: Response, like: Candidate) -> list[Candidate]:
-    """Candidates of ``hidden`` clusters' heads (in their order), of ``like``'s file, beam
-    and kind."""
-    from drafts_ops.detect.candidates import candidates_from_clusters
-
-    return candidates_from_clusters(hidden, response.dms, response.tsamp, file=like.file,
-                                    beam=like.beam, subbands=like.subband is not None)  # fmt: skip
 
 
 def _may_hide(cand: Candidate, members: Giants) -> bool:
