@@ -26,6 +26,7 @@ import numpy as np
 
 from drafts_ops.dedisp.modes import Backend, Mode
 from drafts_ops.dedisp.plan import DMPlan, dispersion_delay_s, smearing_s
+from drafts_ops.dedisp.subband import BandPooling
 from drafts_ops.detect.candidates import Candidate, candidates_from_clusters, reported_at_peaks
 from drafts_ops.detect.cluster import (
     ClusterLinks,
@@ -610,7 +611,9 @@ def block_size_for_budget(
     searches the same blocks as the classical search and only adds to its candidates. The
     overlap (maximum delay plus boxcar padding) costs the input terms once more;
     :data:`BUDGET_RESERVE_MIB` is left for the operator's scratch (and for the detector's
-    sub-band rows, :data:`SUBBAND_ROWS_CHUNK_MIB`). A sub-band search (``subbands > 1``)
+    sub-band rows: ``N x 256`` bytes per sample pooled by the operator, ~36 MiB for a
+    FAST-like block in four sub-bands, or :data:`SUBBAND_ROWS_CHUNK_MIB` where each
+    sub-band is dedispersed on its own). A sub-band search (``subbands > 1``)
     adds one sub-band's DM-time array, width index and contiguous input copy. Returns a
     multiple of 1024, at least 4096.
     """
@@ -647,6 +650,7 @@ class BlockBuffers:
     band_width_index: np.ndarray | None = None
     band_rows_chunk: np.ndarray | None = None  # the detector's sub-band trials, a run
     band_rows: np.ndarray | None = None  # ... and one sub-band's pooled rows
+    band_pooled: np.ndarray | None = None  # every sub-band's, pooled by the operator
     masked: np.ndarray | None = None  # blocks in which each channel was masked
     blocks: int = 0
     #: Called with each block and its dedispersed samples ``[ndm, owned]`` (before the
@@ -765,11 +769,13 @@ def search_block(
     keep = (block.start - block.read_start, block.stop - block.read_start)
     detector = _load_detector() if cfg.detector in ("ml", "both") else None
     parts: list[Giants] = []
+    pooling = None
     if cfg.search_subbands > 1:  # the full band is then the sum of the sub-bands
         _search_subbands(kernel_input, plan, block, dm_time, valid=valid, buffers=buffers,
                          keep=keep, affine=affine, parts=parts)  # fmt: skip
     else:
-        _dedisperse(kernel_input, dm_plan, cfg, out=dm_time, **affine)
+        pooling = _band_pooling(plan, nout, buffers) if detector is not None else None
+        _dedisperse(kernel_input, dm_plan, cfg, out=dm_time, pooling=pooling, **affine)
     if buffers.on_dm_time is not None:
         buffers.on_dm_time(block, dm_time[:, keep[0] : keep[1]])
     if detector is not None:  # the detector's rows, before the S/N overwrites the samples
@@ -778,7 +784,7 @@ def search_block(
         pooled = pool_dm_rows(dm_time)
         if cfg.detector_subbands > 1:
             _raise_to_subband_rows(pooled, kernel_input, plan, dm_time.shape[1],
-                                   buffers=buffers, affine=affine)  # fmt: skip
+                                   buffers=buffers, affine=affine, pooling=pooling)  # fmt: skip
         if buffers.on_detector_rows is not None:
             buffers.on_detector_rows(block, pooled[:, keep[0] : keep[1]])
     width_index = buffers.get("width_index", dm_time.shape, np.int8)
@@ -977,9 +983,32 @@ def subband_trial_stride(freqs_mhz: np.ndarray, c0: int, c1: int) -> int:
     return max(int(full_sweep // sub_sweep), 1) if sub_sweep > 0 else 1
 
 
+def _band_pooling(plan: SearchPlan, nout: int, buffers: BlockBuffers) -> BandPooling | None:
+    """The request that the sub-band operator pool the detector's sub-band rows as it
+    dedisperses the full band (``detector_subbands > 1``; :class:`BandPooling`): rows
+    scaled to the full band's noise, ``sqrt(nchans / sub-band channels)``."""
+    bands = plan.config.detector_subbands
+    if bands < 2:
+        return None
+    edges = _detector_row_edges(len(plan.dms))
+    channels = np.array([c0 for c0, _ in plan.subband_channels()] + [plan.header.nchans])
+    rows = buffers.get("band_pooled", (bands, edges.size - 1, nout), np.float32)
+    weights = np.sqrt(plan.header.nchans / np.diff(channels)).astype(np.float32)
+    return BandPooling(channels, edges, rows, weights)
+
+
+def _detector_row_edges(ndm: int) -> np.ndarray:
+    """Trials pooled into each of the detector's rows ``[rows + 1]``: its max-pooling of
+    the DM axis, or one trial a row where there are no more trials than rows (the rows are
+    then interpolated, :func:`~drafts_ops.ml.inference.pool_dm_rows`)."""
+    from drafts_ops.ml.preprocess import DETECTOR_ROWS, max_pool_edges
+
+    return max_pool_edges(ndm, DETECTOR_ROWS) if ndm > DETECTOR_ROWS else np.arange(ndm + 1)
+
+
 def _raise_to_subband_rows(
     pooled: np.ndarray, prepared: np.ndarray, plan: SearchPlan, nout: int,
-    *, buffers: BlockBuffers, affine: dict,
+    *, buffers: BlockBuffers, affine: dict, pooling: BandPooling | None = None,
 ) -> None:  # fmt: skip
     """Raise the detector's pooled rows ``pooled`` (the full band's) to each sub-band's,
     scaled to the full band's noise (``sqrt(nchans / sub-band channels)``), wherever those
@@ -987,15 +1016,24 @@ def _raise_to_subband_rows(
 
     A sub-band's pooled row is the largest of its trials in that row's DM range, as the
     full band's (all of them: the network's input keeps the statistics it was trained
-    on; every :func:`subband_trial_stride`-th trial gave it twice the noise peaks). Each
-    sub-band is dedispersed a run of whole pooled rows at a time into a buffer of at most
-    :data:`SUBBAND_ROWS_CHUNK_MIB`.
+    on; every :func:`subband_trial_stride`-th trial gave it twice the noise peaks). They
+    come from ``pooling`` where the operator filled it while dedispersing the full band
+    (the production sub-band operator: each trial's stage-2 sum taken band by band; 5.5
+    -> ~1 s per FAST-like minute); else each sub-band is dedispersed a run of whole
+    pooled rows at a time into a buffer of at most :data:`SUBBAND_ROWS_CHUNK_MIB`.
     """
-    from drafts_ops.ml.preprocess import DETECTOR_ROWS, max_pool_edges
+    from drafts_ops.ml.inference import pool_dm_rows
+
+    def raise_to(rows: np.ndarray) -> None:
+        np.maximum(pooled, rows if pooling_rows else pool_dm_rows(rows), out=pooled)
 
     ndm = len(plan.dms)
-    pooling = ndm > DETECTOR_ROWS  # else the rows are the trials (then interpolated)
-    edges = max_pool_edges(ndm, DETECTOR_ROWS) if pooling else np.arange(ndm + 1)
+    pooling_rows = ndm > pooled.shape[0]  # else the rows are the trials (then interpolated)
+    if pooling is not None and pooling.filled:
+        for rows in pooling.rows:
+            raise_to(rows)
+        return
+    edges = _detector_row_edges(ndm)
     per_chunk = max(int(SUBBAND_ROWS_CHUNK_MIB * 2**20 // (4 * nout)), int(np.diff(edges).max()))
     buffer = buffers.get("band_rows_chunk", (per_chunk, nout), np.float32)
     rows = buffers.get("band_rows", (edges.size - 1, nout), np.float32)
@@ -1011,12 +1049,7 @@ def _raise_to_subband_rows(
             for g in range(g0, g1):  # numpy's reduceat is ~10x slower here
                 np.max(out[edges[g] - r0 : edges[g + 1] - r0], axis=0, out=rows[g])
         rows *= np.float32(math.sqrt(plan.header.nchans / (c1 - c0)))
-        if pooling:
-            np.maximum(pooled, rows, out=pooled)
-        else:
-            from drafts_ops.ml.inference import pool_dm_rows
-
-            np.maximum(pooled, pool_dm_rows(rows), out=pooled)
+        raise_to(rows)
 
 
 def _runs_of_groups(sizes: list[int], per_run: int) -> list[tuple[int, int]]:
@@ -1604,14 +1637,15 @@ def _searched_header(raw: Header, config: SearchConfig) -> Header:
 
 def _dedisperse(
     data: np.ndarray, dm_plan: DMPlan, config: SearchConfig, out: np.ndarray | None = None,
-    *, offset: float = 0.0, scale: float = 1.0,
+    *, offset: float = 0.0, scale: float = 1.0, pooling: BandPooling | None = None,
 ) -> np.ndarray:  # fmt: skip
     """The one call into dedispersion: the operator registry's dispatch (``offset`` and
-    ``scale``: what quantised ``data`` stand for, see ``dedisperse``)."""
+    ``scale``: what quantised ``data`` stand for; ``pooling``: see ``dedisperse``)."""
     from drafts_ops.dedisp import dedisperse
 
     return dedisperse(data, dm_plan, mode=config.dedisp_mode, algorithm=config.algorithm,
-                      backend=config.backend, out=out, offset=offset, scale=scale)  # fmt: skip
+                      backend=config.backend, out=out, offset=offset, scale=scale,
+                      pooling=pooling)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1)

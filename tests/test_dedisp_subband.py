@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -230,3 +232,74 @@ def test_offset_and_scale_give_what_the_samples_stand_for(rng, algorithm, decima
     expected = dedisperse(samples, plan, algorithm=algorithm)
     np.testing.assert_allclose(out, expected, atol=2e-3)
     assert np.abs(expected).max() > 5  # not a comparison of zeros
+
+
+def _pooling(nchan_edges, ndm: int, nout: int, group: int = 7):
+    from drafts_ops.dedisp.subband import BandPooling
+
+    channels = np.asarray(nchan_edges, np.int64)
+    groups = np.append(np.arange(0, ndm, group), ndm)  # the last group shorter
+    rows = np.full((channels.size - 1, groups.size - 1, nout), np.nan, np.float32)
+    weights = np.arange(1.0, channels.size, dtype=np.float32)
+    return BandPooling(channels, groups, rows, weights)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_band_pooling_hands_back_each_bands_pooled_sums(rng, monkeypatch, dtype):
+    """``pooling``: the output is unchanged, and each band's rows are the largest over
+    each group of trials of ``(sum - channels * offset) * scale * weight`` over the band's
+    channels, the operator's output on those channels alone (the others zeroed: the same
+    stage-1 rows), in every pass of a block split into several."""
+    from collections import OrderedDict
+
+    from drafts_ops.dedisp import operator, subband
+
+    plan = band_plan(64, 300.0)
+    eight = subband.build_subband_plan(plan.delays, plan.dms, plan.freqs, plan.tsamp, 8)
+    monkeypatch.setattr(subband, "_PLAN_CACHE", OrderedDict())
+    monkeypatch.setattr(subband, "auto_subband_plan", lambda *args, **kwargs: eight)
+    monkeypatch.setattr(operator, "SUBBAND_SCRATCH_BYTES", 1)  # passes of MIN_CHUNK samples
+    data = rng.integers(0, 256, (64, plan.max_delay + 1200)).astype(dtype)
+    nout = data.shape[1] - plan.max_delay
+    affine = {"offset": 100.0, "scale": 0.5}
+    pooling = _pooling([0, 16, 40, 64], plan.ndm, nout)
+    out = dedisperse(data, plan, algorithm="subband", pooling=pooling, **affine)
+    assert pooling.filled
+    np.testing.assert_array_equal(out, dedisperse(data, plan, algorithm="subband", **affine))
+    groups = pooling.trial_edges
+    for q, (c0, c1) in enumerate(itertools.pairwise(pooling.channel_edges)):
+        alone = np.zeros_like(data)
+        alone[c0:c1] = data[c0:c1]
+        sums = dedisperse(alone, plan, algorithm="subband")
+        band = (sums - (c1 - c0) * affine["offset"]) * affine["scale"] * pooling.weights[q]
+        expected = np.maximum.reduceat(band, groups[:-1], axis=0)
+        np.testing.assert_allclose(pooling.rows[q], expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["unaligned", "decimated", "brute", "batch", "shape"])
+def test_band_pooling_is_left_to_the_caller_where_the_operator_cannot(rng, monkeypatch, case):
+    """A band edge inside a stage-1 sub-band, per-trial decimation, another algorithm, a
+    batch of blocks or rows of the wrong shape: ``filled`` stays false, the output right."""
+    from collections import OrderedDict
+
+    from drafts_ops.dedisp import subband
+
+    plan = band_plan(64, 300.0)
+    eight = subband.build_subband_plan(plan.delays, plan.dms, plan.freqs, plan.tsamp, 8)
+    monkeypatch.setattr(subband, "_PLAN_CACHE", OrderedDict())
+    monkeypatch.setattr(subband, "auto_subband_plan",
+                        lambda delays, *args, **kwargs: eight if delays.shape == plan.delays.shape
+                        else subband.build_subband_plan(delays, *args[:3], 8))  # fmt: skip
+    if case == "decimated":
+        factors = np.where(plan.dms < 150, 1, 2).astype(np.int32)
+        plan = DMPlan.build(plan.dms, plan.freqs, plan.tsamp, factors)
+    data = rng.integers(0, 256, (64, plan.max_delay + 600)).astype(np.uint8)
+    nout = data.shape[1] - plan.max_delay
+    edges = [0, 11, 64] if case == "unaligned" else [0, 32, 64]
+    pooling = _pooling(edges, plan.ndm, nout + (case == "shape"))
+    if case == "batch":
+        data = np.stack([data, data])
+    algorithm = "brute" if case == "brute" else "subband"
+    out = dedisperse(data, plan, algorithm=algorithm, pooling=pooling)
+    assert not pooling.filled
+    np.testing.assert_array_equal(out, dedisperse(data, plan, algorithm=algorithm))

@@ -153,7 +153,8 @@ class _RecordingDetector:
 
 def test_the_detector_sees_the_brightest_of_full_band_and_sub_band_rows(tmp_path, monkeypatch):
     """Input: pixel by pixel the maximum of the full band's pooled rows and each sub-band's
-    scaled to the full band's noise (``sqrt(nchans / sub-band channels)``), the sub-bands
+    scaled to the full band's noise (``sqrt(nchans / sub-band channels)``). With an
+    operator that cannot pool them as it dedisperses (brute force), the sub-bands are
     dedispersed a few pooled rows of trials at a time (a small chunk forces several)."""
     from drafts_ops import pipeline
     from drafts_ops.ml.inference import pool_dm_rows
@@ -172,7 +173,7 @@ def test_the_detector_sees_the_brightest_of_full_band_and_sub_band_rows(tmp_path
     monkeypatch.setattr(pipeline, "_load_detector", lambda: fake)
     monkeypatch.setattr(pipeline, "SUBBAND_ROWS_CHUNK_MIB", 0.2)
     burst = BurstSpec(t_s=2.0, dm=600.0, snr=3.5, width_s=2e-3, **NARROW)
-    _search(tmp_path, burst, detector="ml", detector_subbands=4)
+    _search(tmp_path, burst, detector="ml", detector_subbands=4, algorithm="brute")
     plan = plan_search(tmp_path / "sim.fil", SearchConfig(**QUIET, detector="ml",
                                                          detector_subbands=4))  # fmt: skip
     nchan = plan.header.nchans
@@ -188,6 +189,46 @@ def test_the_detector_sees_the_brightest_of_full_band_and_sub_band_rows(tmp_path
         band = np.concatenate([out for _, _, out in mine])
         views.append(pool_dm_rows(band) * np.float32(math.sqrt(nchan / (c1 - c0))))
     np.testing.assert_allclose(fake.rows[0], np.max(views, axis=0), rtol=1e-6)
+    assert (fake.rows[0] > views[0]).mean() > 0.5  # the sub-bands do change what it sees
+
+
+def test_the_sub_band_operator_pools_the_detectors_sub_band_rows_on_the_way(tmp_path, monkeypatch):
+    """The production sub-band operator forms each trial band by band and hands back the
+    bands' pooled rows: the detector's input is the same maximum, with each sub-band's
+    rows those of the full band's dedispersion of that sub-band's channels alone (the
+    other channels zeroed: the same stage-1 rows), and no sub-band is dedispersed again."""
+    from drafts_ops import pipeline
+    from drafts_ops.ml.inference import pool_dm_rows
+    from drafts_ops.simulate import BurstSpec
+
+    calls = []  # (kernel input, plan, affine, output, pooling filled)
+    real = pipeline._dedisperse
+
+    def spy(data, dm_plan, config, out=None, pooling=None, **affine):
+        result = real(data, dm_plan, config, out=out, pooling=pooling, **affine)
+        filled = pooling is not None and pooling.filled
+        calls.append((np.array(data), dm_plan, affine, np.array(result), filled))
+        return result
+
+    fake = _RecordingDetector()
+    monkeypatch.setattr(pipeline, "_dedisperse", spy)
+    monkeypatch.setattr(pipeline, "_load_detector", lambda: fake)
+    burst = BurstSpec(t_s=2.0, dm=600.0, snr=3.5, width_s=2e-3, **NARROW)
+    _search(tmp_path, burst, detector="ml", detector_subbands=4)
+    plan = plan_search(tmp_path / "sim.fil", SearchConfig(**QUIET, detector="ml",
+                                                         detector_subbands=4))  # fmt: skip
+    assert len(calls) == len(plan.blocks) and all(call[4] for call in calls)
+    data, dm_plan, affine, full, _ = calls[0]
+    assert data.dtype == np.uint8 and affine["offset"] != 0  # quantised: the affine applies
+    nchan = plan.header.nchans
+    views = [pool_dm_rows(full)]
+    for c0, c1 in plan.subband_channels():
+        alone = np.zeros_like(data)
+        alone[c0:c1] = data[c0:c1]
+        sums = dedisperse(alone, dm_plan, algorithm="subband")  # raw sums of the channels
+        band = (sums - (c1 - c0) * affine["offset"]) * affine["scale"]
+        views.append(pool_dm_rows(band) * np.float32(math.sqrt(nchan / (c1 - c0))))
+    np.testing.assert_allclose(fake.rows[0], np.max(views, axis=0), rtol=1e-5, atol=1e-4)
     assert (fake.rows[0] > views[0]).mean() > 0.5  # the sub-bands do change what it sees
 
 

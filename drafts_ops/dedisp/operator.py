@@ -21,6 +21,7 @@ from drafts_ops.dedisp.brute import brute_cpu
 from drafts_ops.dedisp.decimate import decimate_time, upsample_rows
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.dedisp.registry import Algorithm, Backend, Mode, OperatorSpec
+from drafts_ops.dedisp.subband import BandPooling
 from drafts_ops.dedisp.tiling import TilingPlan, plan_cpu_tiling, plan_cuda_tiling
 from drafts_ops.dedisp.workspace import WorkspacePool, default_pool
 from drafts_ops.errors import OperatorError
@@ -51,6 +52,8 @@ class Context:
     scale: float = 1.0
     #: Set by a kernel that applied ``offset`` and ``scale`` itself.
     affine_applied: bool = False
+    #: Bands' pooled partial sums the sub-band kernel fills on the way (see :func:`dedisperse`).
+    pooling: BandPooling | None = None
 
 
 _LOGGED: set[tuple] = set()
@@ -130,7 +133,7 @@ def _subband_cpu(data, trials: Trials, out, ctx: Context) -> None:
     y = flat[: shape[0] * shape[1]].reshape(shape)
     nchan = data.shape[1]
     subband_cpu(data, trials.delays, out, tiling, sub=sub, y=y, chunk=chunk,
-                offset=nchan * ctx.offset, scale=ctx.scale)  # fmt: skip
+                offset=nchan * ctx.offset, scale=ctx.scale, pooling=ctx.pooling)  # fmt: skip
     ctx.affine_applied = True
 
 
@@ -195,6 +198,7 @@ def run_production(kernel):
         if len(groups) == 1 and groups[0][0] == 1:
             kernel(data, _trials_for(plan, 1, groups[0][1]), out, ctx)
             return
+        ctx.pooling = None  # pooled over the whole plan's trials: not per group
         nbatch, nsamp = data.shape[0], data.shape[2]
         nout = out.shape[2]
         level, level_factor = data, 1
@@ -297,6 +301,7 @@ def dedisperse(
     tiles: dict[str, int] | None = None,
     offset: float = 0.0,
     scale: float = 1.0,
+    pooling: BandPooling | None = None,
 ) -> np.ndarray:
     """Dedisperse a block (or a batch of blocks) with a registered operator.
 
@@ -319,6 +324,10 @@ def dedisperse(
         The samples stand for ``(data - offset) * scale`` (quantised data, e.g. normalised
         samples stored as uint8): the output is ``(sum - nchan * offset) * scale``. The
         sub-band kernel applies it as it writes; other operators in one more pass.
+    pooling : BandPooling, optional
+        Bands of channels whose partial sums the production sub-band operator max-pools
+        over groups of trials as it dedisperses (``pooling.filled`` says whether it did:
+        one block, no per-trial decimation, band edges on its stage-1 sub-band edges).
 
     Returns
     -------
@@ -327,7 +336,7 @@ def dedisperse(
     spec = registry.get_operator(mode, algorithm, backend)
     data3, out3 = _prepare(data, plan, spec, out)
     ctx = Context(pool=default_pool if pool is None else pool, tiles=dict(tiles or {}),
-                  offset=float(offset), scale=float(scale))  # fmt: skip
+                  offset=float(offset), scale=float(scale), pooling=pooling)  # fmt: skip
     spec.run(data3, plan, out3, ctx)
     if (offset != 0.0 or scale != 1.0) and not ctx.affine_applied:
         out3 -= np.float32(data3.shape[1] * offset)

@@ -324,6 +324,37 @@ def subband_stage1(  # noqa: PLR0917 (kernel: positional)
             accumulate_channels(acc, data[b], dl, shift, rows[r, 1], rows[r, 2], n)
 
 
+@njit(fastmath=True, cache=True)
+def _add_subbands(acc, yb, base, d, s0, s1, t0, n):  # noqa: PLR0917  # pragma: no cover
+    """``acc[:n] += sum_{s0 <= s < s1} yb[base[d, s] + t0 :][:n]``, eight sub-bands a pass."""
+    s = s0
+    while s + 8 <= s1:
+        a0 = base[d, s] + t0
+        a1 = base[d, s + 1] + t0
+        a2 = base[d, s + 2] + t0
+        a3 = base[d, s + 3] + t0
+        a4 = base[d, s + 4] + t0
+        a5 = base[d, s + 5] + t0
+        a6 = base[d, s + 6] + t0
+        a7 = base[d, s + 7] + t0
+        _add8(
+            acc, yb[a0 : a0 + n], yb[a1 : a1 + n], yb[a2 : a2 + n], yb[a3 : a3 + n],
+            yb[a4 : a4 + n], yb[a5 : a5 + n], yb[a6 : a6 + n], yb[a7 : a7 + n], n,
+        )  # fmt: skip
+        s += 8
+    while s + 4 <= s1:
+        a0 = base[d, s] + t0
+        a1 = base[d, s + 1] + t0
+        a2 = base[d, s + 2] + t0
+        a3 = base[d, s + 3] + t0
+        _add4(acc, yb[a0 : a0 + n], yb[a1 : a1 + n], yb[a2 : a2 + n], yb[a3 : a3 + n], n)
+        s += 4
+    while s < s1:
+        a0 = base[d, s] + t0
+        _add1(acc, yb[a0 : a0 + n], n)
+        s += 1
+
+
 @njit(parallel=True, fastmath=True, cache=True)
 def subband_stage2(y, base, out, tile_dm, tile_t, t_offset, nout, offset, scale):  # noqa: PLR0917
     """Stage 2: ``out[b, d, t_offset + t] = (sum_s y[b, base[d, s] + t] - offset) * scale``
@@ -339,35 +370,104 @@ def subband_stage2(y, base, out, tile_dm, tile_t, t_offset, nout, offset, scale)
         for d in range(d0, min(d0 + tile_dm, ndm)):
             acc = out[b, d, t_offset + t0 : t_offset + t0 + n]
             acc[:] = 0.0
-            s = 0
-            while s + 8 <= nsub:
-                a0 = base[d, s] + t0
-                a1 = base[d, s + 1] + t0
-                a2 = base[d, s + 2] + t0
-                a3 = base[d, s + 3] + t0
-                a4 = base[d, s + 4] + t0
-                a5 = base[d, s + 5] + t0
-                a6 = base[d, s + 6] + t0
-                a7 = base[d, s + 7] + t0
-                _add8(
-                    acc, yb[a0 : a0 + n], yb[a1 : a1 + n], yb[a2 : a2 + n], yb[a3 : a3 + n],
-                    yb[a4 : a4 + n], yb[a5 : a5 + n], yb[a6 : a6 + n], yb[a7 : a7 + n], n,
-                )  # fmt: skip
-                s += 8
-            while s + 4 <= nsub:
-                a0 = base[d, s] + t0
-                a1 = base[d, s + 1] + t0
-                a2 = base[d, s + 2] + t0
-                a3 = base[d, s + 3] + t0
-                _add4(acc, yb[a0 : a0 + n], yb[a1 : a1 + n], yb[a2 : a2 + n], yb[a3 : a3 + n], n)
-                s += 4
-            while s < nsub:
-                a0 = base[d, s] + t0
-                _add1(acc, yb[a0 : a0 + n], n)
-                s += 1
+            _add_subbands(acc, yb, base, d, 0, nsub, t0, n)
             if offset != 0.0 or scale != 1.0:
                 for i in range(n):
                     acc[i] = (acc[i] - offset) * scale
+
+
+@njit(parallel=True, fastmath=True, cache=True)
+def subband_stage2_pooled(  # noqa: PLR0917 (kernel: positional)
+    y,
+    base,
+    out,
+    bands,
+    groups,
+    pooled,
+    tile_t,
+    t_offset,
+    nout,
+    offset,
+    scale,
+    band_offset,
+    band_scale,
+):  # pragma: no cover - compiled
+    """Stage 2 of one block (``nbatch`` 1) that also max-pools its bands' partial sums.
+
+    Each trial is summed band by band (sub-bands ``bands[q]`` to ``bands[q + 1]``), the
+    bands' sums added into ``out`` as :func:`subband_stage2` writes it, and::
+
+        pooled[q, g, t_offset + t] = max over groups[g] <= d < groups[g + 1] of
+            (sum_{bands[q] <= s < bands[q + 1]} y[0, base[d, s] + t] - band_offset[q])
+            * band_scale[q]
+
+    Tiles are one group of trials x ``tile_t`` samples (no two tiles write one pooled
+    value). Bands of eight sub-bands each sum in :func:`subband_stage2`'s order (integer
+    stage-1 sums, as from 8-bit data, are exact in any order)."""
+    nband, ngroup = bands.size - 1, groups.size - 1
+    ntt = (nout + tile_t - 1) // tile_t
+    yb = y[0]
+    for k in prange(ngroup * ntt):
+        g, t0 = k // ntt, (k % ntt) * tile_t
+        n = min(t0 + tile_t, nout) - t0
+        part = np.empty(n, np.float32)
+        for d in range(groups[g], groups[g + 1]):
+            acc = out[0, d, t_offset + t0 : t_offset + t0 + n]
+            acc[:] = 0.0
+            for q in range(nband):
+                part[:] = 0.0
+                _add_subbands(part, yb, base, d, bands[q], bands[q + 1], t0, n)
+                row = pooled[q, g, t_offset + t0 : t_offset + t0 + n]
+                lo, gain = band_offset[q], band_scale[q]
+                if d == groups[g]:
+                    for i in range(n):
+                        acc[i] += part[i]
+                        row[i] = (part[i] - lo) * gain
+                else:
+                    for i in range(n):
+                        acc[i] += part[i]
+                        row[i] = max(row[i], (part[i] - lo) * gain)
+            if offset != 0.0 or scale != 1.0:
+                for i in range(n):
+                    acc[i] = (acc[i] - offset) * scale
+
+
+@dataclass
+class BandPooling:
+    """A request to the sub-band operator: while it dedisperses, also max-pool the partial
+    sums of a few bands of channels over groups of DM trials (the neural detector's
+    sub-band rows, without dedispersing each band again).
+
+    ``channel_edges`` [nband + 1] splits the channels into bands; ``trial_edges``
+    [ngroup + 1] the trials into groups; ``rows`` [nband, ngroup, nout] float32 receives,
+    per band, the largest over each group's trials of its sum at each output sample,
+    ``(sum - channels * offset) * scale * weights[q]`` (``offset``, ``scale`` as the
+    call's). The operator sets ``filled`` when it has done so: the production sub-band
+    operator on the CPU, one block without per-trial decimation, whose stage-1 sub-band
+    edges include every band edge; elsewhere the caller computes the rows itself.
+    """
+
+    channel_edges: np.ndarray
+    trial_edges: np.ndarray
+    rows: np.ndarray
+    weights: np.ndarray
+    filled: bool = False
+
+    def band_subbands(self, sub: SubbandPlan, out_shape: tuple[int, ...]) -> np.ndarray | None:
+        """Stage-1 sub-band edges of the bands ``[nband + 1]`` for output ``out_shape``
+        ``[nbatch, ndm, nout]``; ``None`` where the request cannot be met there (several
+        blocks, other trials, or a band edge that is not a sub-band edge of ``sub``)."""
+        nbatch, ndm, nout = out_shape
+        shape = (self.channel_edges.size - 1, self.trial_edges.size - 1, nout)
+        rows_fit = (self.rows.shape == shape and self.rows.dtype == np.float32
+                    and self.rows.flags.c_contiguous)  # fmt: skip
+        if nbatch != 1 or int(self.trial_edges[-1]) != ndm or not rows_fit:
+            return None
+        where = np.searchsorted(sub.edges, self.channel_edges)
+        aligned = where < sub.edges.size
+        if not aligned.all() or not np.array_equal(sub.edges[where], self.channel_edges):
+            return None
+        return where.astype(np.int64)
 
 
 #: Widest sub-band whose 8-bit sums fit uint16 (255 * 257 = 65535).
@@ -412,21 +512,37 @@ def subband_cpu(
     chunk: int,
     offset: float = 0.0,
     scale: float = 1.0,
+    pooling: BandPooling | None = None,
 ) -> None:
     """Two-stage dedispersion of ``data [nbatch, nchan, nsamp]`` into ``out``.
 
     Output time is processed in passes of ``chunk`` samples; ``y`` is scratch of shape
     ``[nbatch, >= sub.buffer_len(chunk)]`` (from the pool), reused by every pass: float32,
-    or uint16 where :func:`integer_stage1` allows. ``out = (sum - offset) * scale``.
+    or uint16 where :func:`integer_stage1` allows. ``out = (sum - offset) * scale``
+    (``offset`` for all channels). ``pooling`` (:class:`BandPooling`) is filled too
+    where it can be (one block, band edges on sub-band edges).
     """
     nout = out.shape[2]
+    bands = pooling.band_subbands(sub, out.shape) if pooling is not None else None
+    if bands is not None:
+        nchan = data.shape[1]
+        widths = np.diff(pooling.channel_edges).astype(np.float32)
+        band_offset = (offset / nchan * widths).astype(np.float32)
+        band_scale = (scale * np.asarray(pooling.weights, np.float32)).astype(np.float32)
+        groups = np.asarray(pooling.trial_edges, np.int64)
     for t_offset in range(0, nout, chunk):
         n = min(chunk, nout - t_offset)
         ptr, lengths, base = sub.layout(n)
         subband_stage1(
             data, delays, sub.rows, ptr, lengths, y, t_offset, tiling.tile_dm, tiling.tile_t
         )
-        subband_stage2(y, base, out, tiling.tile_dm, tiling.tile_t, t_offset, n, offset, scale)
+        if bands is None:
+            subband_stage2(y, base, out, tiling.tile_dm, tiling.tile_t, t_offset, n, offset, scale)
+        else:
+            subband_stage2_pooled(y, base, out, bands, groups, pooling.rows, tiling.tile_t,
+                                  t_offset, n, offset, scale, band_offset, band_scale)  # fmt: skip
+    if bands is not None:
+        pooling.filled = True
 
 
 def speedup_estimate(sub: SubbandPlan, nchan: int, nout: int) -> float:
@@ -435,6 +551,7 @@ def speedup_estimate(sub: SubbandPlan, nchan: int, nout: int) -> float:
 
 
 __all__ = [
+    "BandPooling",
     "SubbandPlan",
     "auto_subband_plan",
     "build_subband_plan",
