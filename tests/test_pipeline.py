@@ -138,21 +138,26 @@ class _Peak:
 
 
 class _FakeDetector:
-    """Reports the injected bursts (and one noise blip) in block coordinates."""
+    """Reports the injected bursts (and one noise blip) in block coordinates, after
+    ``noise_peaks`` higher-scoring peaks where there is nothing; like the real one it
+    returns at most ``max_peaks`` of them (50 unless told otherwise), best first."""
 
-    def __init__(self, plan, block):
+    def __init__(self, plan, block, noise_peaks=0):
         dms = np.asarray(plan.dms)
         self.ndm = len(dms)
-        self.peaks = [
+        self.peaks = [_Peak(3.0 + k % 5, 3300.0 + 10 * k - block.read_start, 0.95)
+                      for k in range(noise_peaks)]  # fmt: skip
+        self.peaks += [
             _Peak(float(np.argmin(abs(dms - dm))), at + 2.3 - block.read_start, 0.9)
             for dm, at in BURSTS
         ] + [_Peak(5.0, 1700.0 - block.read_start, 0.6)]
         self.rows = []  # what the search gave it, block by block
 
-    def detect_pooled(self, rows, ndm, threshold=0.5):
+    def detect_pooled(self, rows, ndm, threshold=0.5, max_peaks=50):
         assert ndm == self.ndm
         self.rows.append(np.array(rows))
-        return [p for p in self.peaks if p.score >= threshold]
+        found = [p for p in self.peaks if p.score >= threshold]
+        return found if max_peaks is None else found[:max_peaks]
 
     @staticmethod
     def position_uncertainty(ndm):
@@ -193,6 +198,18 @@ def test_neural_detector_seam(synthetic_fil, tmp_path, monkeypatch, detector):
         cands = merge_block_results([search_segment([0], synthetic_fil, varied, tmp_path)], varied)
         assert any(c.detector_score == pytest.approx(0.6) for c in cands) == blip_kept, change
         assert sum(c.detector_score == pytest.approx(0.9) for c in cands) == 2
+
+
+def test_every_detector_peak_reaches_the_snr_gate(synthetic_fil, tmp_path, monkeypatch):
+    """A FAST-like block has 100-250 heatmap peaks of score >= 0.3, mostly noise: bursts
+    that score below 60 noise peaks are still found (their boxcar S/N decides)."""
+    plan = plan_search(synthetic_fil, SearchConfig(detector="ml", **FAST))
+    fake = _FakeDetector(plan, plan.blocks[0], noise_peaks=60)
+    monkeypatch.setattr("drafts_ops.pipeline._load_detector", lambda: fake)
+    cands = merge_block_results([search_segment([0], synthetic_fil, plan, tmp_path)], plan)
+    bursts = [c for c in cands if c.detector_score == pytest.approx(0.9)]
+    assert len(bursts) == 2 and all(c.snr > 12 for c in bursts)
+    assert all(c.snr >= plan.config.ml_min_snr for c in cands)  # the noise peaks' gate
 
 
 def test_faint_detections_need_a_higher_score():

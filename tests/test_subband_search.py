@@ -142,7 +142,7 @@ class _RecordingDetector:
     def __init__(self):
         self.rows = []
 
-    def detect_pooled(self, rows, ndm, threshold=0.5):
+    def detect_pooled(self, rows, ndm, threshold=0.5, max_peaks=50):
         self.rows.append(np.array(rows))
         return []
 

@@ -34,6 +34,13 @@ DETECTOR_SCALES: tuple[int, ...] = (1, 2, 4, 8, 16)
 #: Peaks closer than 2 pooled rows and this many columns of the coarser of their two scales
 #: are one detection.
 MERGE_COLUMNS = 8
+#: How far a peak may lie from its burst's boxcar S/N peak: this many pooled DM rows and
+#: columns of the coarsest time scale (:meth:`Detector.position_uncertainty`). Measured
+#: on validation seed 4242 (FAST-like, DM 0-3000: 22 trials per row), the network put
+#: bursts above DM 2000 up to 33 trials (1.5 rows) and bursts wider than 10 ms up to 57
+#: samples (3.6 columns of x16) from their S/N peak; one row and two columns lost them.
+POSITION_ROWS = 2
+POSITION_COLUMNS = 4
 
 
 @dataclass(frozen=True)
@@ -200,14 +207,15 @@ class Detector:
         ndm: int,
         threshold: float = 0.5,
         time_factor: int = 1,
-        max_peaks: int = 50,
+        max_peaks: int | None = 50,
         scales: tuple[int, ...] = DETECTOR_SCALES,
     ) -> list[DetectorPeak]:
         """:meth:`detect` on a block already pooled by :func:`pool_dm_rows` (``rows``) from
         ``ndm`` DM trials: the search pools its block before the boxcar search overwrites
         it with S/N, and runs the network after that search: ONNX Runtime's threads spin
         for a while after each call, and the boxcar search started right after them took
-        ~20 ms (6 %) longer per FAST-like block than after a pause."""
+        ~20 ms (6 %) longer per FAST-like block than after a pause. ``max_peaks`` None:
+        every peak (the search gates them by their boxcar S/N instead)."""
         if time_factor < 1:
             raise ParameterError(f"time_factor = {time_factor} must be >= 1")
         found = [
@@ -216,17 +224,20 @@ class Detector:
             for peak in self._detect_scale(rows, threshold, factor)
         ]
         radius_dm = 2 * max(ndm / pp.DETECTOR_ROWS, 1.0)
-        return suppress_duplicates(found, radius_dm, MERGE_COLUMNS)[:max_peaks]
+        kept = suppress_duplicates(found, radius_dm, MERGE_COLUMNS)
+        return kept if max_peaks is None else kept[:max_peaks]
 
     @staticmethod
     def position_uncertainty(
         ndm: int, scales: tuple[int, ...] = DETECTOR_SCALES
     ) -> tuple[int, int]:
         """How far (DM trials, samples) a peak's position may lie from the burst's S/N
-        peak in a block of ``ndm`` trials: one pooled row's DM trials (each of the
-        network's 64 rows is the maximum over ``ndm / 64`` trials, so it cannot place a
-        burst more finely) and two columns of the coarsest time scale."""
-        return max(1, math.ceil(ndm / pp.DETECTOR_ROWS)), 2 * max(scales)
+        peak in a block of ``ndm`` trials: :data:`POSITION_ROWS` pooled rows' DM trials
+        (each of the network's 64 rows is the maximum over ``ndm / 64`` trials, so it
+        cannot place a burst more finely than a row, and it misplaces high-DM bursts by
+        more) and :data:`POSITION_COLUMNS` columns of the coarsest time scale."""
+        rows = max(1, math.ceil(POSITION_ROWS * ndm / pp.DETECTOR_ROWS))
+        return rows, POSITION_COLUMNS * max(scales)
 
     @staticmethod
     def _rows_to_dm(row_index: float, ndm: int) -> float:
@@ -273,8 +284,9 @@ class Detector:
 def pool_dm_rows(dm_time: np.ndarray) -> np.ndarray:
     """The detector's rows of a DM-time block ``[ndm, nt]``: the DM axis max-pooled to
     :data:`~drafts_ops.ml.preprocess.DETECTOR_ROWS` once for every tile and time scale
-    (pooling rows commutes with taking columns and with averaging them in time); a block
-    of one trial as it is."""
+    (pooling rows commutes with taking columns; each time scale then averages the pooled
+    rows, the order in which the training images are made too); a block of one trial as
+    it is."""
     if dm_time.shape[0] < 2:
         return np.asarray(dm_time, np.float32)
     return pp.resample_axis(dm_time, pp.DETECTOR_ROWS, 0, "max")
