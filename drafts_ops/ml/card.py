@@ -245,9 +245,11 @@ thread; other jobs sometimes running beside it); CPU is the process's total CPU 
 The detector runs at time-averaging factors {scales} and merges peaks within 2 DM rows
 and 8 columns of the coarser of two peaks' scales (`Detector.detect(..., scales=DETECTOR_SCALES)`,
 `MERGE_COLUMNS`); the tables below use
-that default. They count every heatmap peak above the threshold: the search also drops a
-peak whose boxcar S/N within the detector's precision is below `ml_min_snr` (6 by
-default), and one below the boxcar search's threshold (6.5) unless its score reaches
+that default. They count every heatmap peak above the threshold. The search takes every
+peak from score 0.2 (`detector_threshold`; no cap on peaks per block), looks up its
+boxcar S/N within the detector's precision (2 pooled DM rows and 4 columns of the
+coarsest scale: `Detector.position_uncertainty`), drops a peak whose S/N there is below
+`ml_min_snr` (6 by default), and one below the boxcar search's threshold (6.5) unless its score reaches
 `detector_faint_threshold` (0.65), which removes most of the false positives counted here
 (see the end-to-end evaluation below).
 
