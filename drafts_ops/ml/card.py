@@ -249,9 +249,9 @@ that default. They count every heatmap peak above the threshold. The search take
 peak from score 0.2 (`detector_threshold`; no cap on peaks per block), looks up its
 boxcar S/N within the detector's precision (2 pooled DM rows and 4 columns of the
 coarsest scale: `Detector.position_uncertainty`), drops a peak whose S/N there is below
-`ml_min_snr` (6 by default), and one below the boxcar search's threshold (6.5) unless its score reaches
-`detector_faint_threshold` (0.65), which removes most of the false positives counted here
-(see the end-to-end evaluation below).
+`ml_min_snr` (6 by default), and one below the boxcar search's threshold (6.5) unless
+its score reaches `detector_faint_threshold` (0.65), which removes most of the false
+positives counted here (see the end-to-end evaluation below).
 
 ## Validation (drafts_ops/ml/evaluate.py)
 
