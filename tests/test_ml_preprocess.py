@@ -155,6 +155,34 @@ def test_close_bursts_stay_apart_at_the_scale_that_resolves_them():
     assert suppress_duplicates([blob, second], 2.0, 8.0) == [second]
 
 
+def _suppressed_pairwise(peaks, radius_dm, radius_columns):
+    """The greedy rule written out pair by pair (the Python loop the kernel replaced)."""
+    kept = []
+    for peak in sorted(peaks, key=lambda p: -p.score):
+        if all(abs(peak.dm_index - k.dm_index) > radius_dm
+               or abs(peak.sample - k.sample) > radius_columns * max(peak.factor, k.factor)
+               for k in kept):  # fmt: skip
+            kept.append(peak)
+    return kept
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_compiled_suppression_keeps_the_peaks_of_the_pairwise_rule(seed):
+    # hundreds of peaks over five scales, as a FAST-like block gives, with tied scores
+    from drafts_ops.ml.inference import DetectorPeak, suppress_duplicates
+
+    rng = np.random.default_rng(seed)
+    n = 600
+    peaks = [DetectorPeak(float(d), float(t), float(s), int(f)) for d, t, s, f in zip(
+        rng.uniform(0, 1279, n), rng.uniform(0, 35000, n),
+        rng.choice(np.linspace(0.2, 1.0, 41), n), rng.choice([1, 2, 4, 8, 16], n),
+        strict=True)]  # fmt: skip
+    kept = suppress_duplicates(peaks, radius_dm=40.0, radius_columns=8.0)
+    assert kept == _suppressed_pairwise(peaks, 40.0, 8.0)
+    assert 0 < len(kept) < n  # the rule both keeps and drops peaks here
+    assert suppress_duplicates([], 40.0, 8.0) == []
+
+
 @pytest.mark.parametrize("ndm", [40, 64, 1279])
 def test_pooling_rows_first_gives_the_same_detector_input(ndm):
     """The detector pools a block's DM axis once for every tile and time scale: that must

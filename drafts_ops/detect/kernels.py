@@ -122,6 +122,32 @@ def friends_of_friends(  # noqa: PLR0917 (numba kernel: positional only)
     return labels
 
 
+@nb.njit(cache=True)
+def keep_apart(dm_index, sample, factor, radius_dm, radius_columns):  # pragma: no cover
+    """Greedy suppression of points given best first: True where a point lies more than
+    ``radius_dm`` from every point kept before it in ``dm_index``, or more than
+    ``radius_columns * max(factor_i, factor_j)`` in ``sample`` (the neural detector's
+    peaks of several time scales, ``factor`` being each peak's scale)."""
+    n = dm_index.size
+    keep = np.zeros(n, np.bool_)
+    kept = np.empty(n, np.int64)
+    nkept = 0
+    for i in range(n):
+        apart = True
+        for j in range(nkept):
+            k = kept[j]
+            near_dm = not abs(dm_index[i] - dm_index[k]) > radius_dm
+            reach = radius_columns * max(factor[i], factor[k])
+            if near_dm and not abs(sample[i] - sample[k]) > reach:
+                apart = False
+                break
+        if apart:
+            keep[i] = True
+            kept[nkept] = i
+            nkept += 1
+    return keep
+
+
 # -- the streaming search's fused kernels ------------------------------------------------
 
 #: Gaussian standard deviation per unit MAD (the kernels' copy; see detect.preprocess).

@@ -297,16 +297,26 @@ def suppress_duplicates(
 ) -> list[DetectorPeak]:
     """Peaks sorted by score, dropping any within ``radius_dm`` trials and ``radius_columns``
     columns of the coarser of the two peaks' scales of a higher-scoring one (two bursts
-    tens of samples apart stay apart at the fine scales that resolve them)."""
-    kept: list[DetectorPeak] = []
-    for peak in sorted(peaks, key=lambda p: -p.score):
-        if all(
-            abs(peak.dm_index - k.dm_index) > radius_dm
-            or abs(peak.sample - k.sample) > radius_columns * max(peak.factor, k.factor)
-            for k in kept
-        ):
-            kept.append(peak)
-    return kept
+    tens of samples apart stay apart at the fine scales that resolve them).
+
+    Compiled (:func:`~drafts_ops.detect.kernels.keep_apart`): a FAST-like block has
+    500-800 peaks of score >= 0.2 over the five scales, and the pairwise test in Python
+    took 0.11 s per minute of FAST-like data (0.004 s compiled), growing with the square
+    of the peaks.
+    """
+    from drafts_ops.detect.kernels import keep_apart
+
+    if not peaks:
+        return []
+    order = np.argsort([-p.score for p in peaks], kind="stable")
+    ranked = [peaks[i] for i in order]
+    keep = keep_apart(
+        np.array([p.dm_index for p in ranked], np.float64),
+        np.array([p.sample for p in ranked], np.float64),
+        np.array([p.factor for p in ranked], np.float64),
+        float(radius_dm), float(radius_columns),
+    )  # fmt: skip
+    return [p for p, k in zip(ranked, keep, strict=True) if k]
 
 
 def decode_heatmap(
