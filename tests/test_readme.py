@@ -31,8 +31,8 @@ def commands(block: str) -> list[str]:
     """One command per logical line (backslash continuations joined, comments dropped)."""
     joined = re.sub(r"\\\n\s*", " ", block)
     out = []
-    for line in joined.splitlines():
-        line = line.split("  #", 1)[0].strip()
+    for raw in joined.splitlines():
+        line = raw.split("  #", 1)[0].strip()
         if line and not line.startswith("#"):
             out.extend(part.strip() for part in line.split("&&"))
     return out
