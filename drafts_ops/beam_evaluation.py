@@ -4,7 +4,7 @@
 beams (256 channels, 1200-1500 MHz, 512 us) with 12 bursts at the centre of one beam,
 between two or between three neighbouring beams, and the same RFI in every beam (10
 impulses, 3 drifting signals, 2 persistent channels), searches every beam with the default
-options, runs :func:`drafts_ops.beams.coincidence` and prints, as JSON, the false positives
+options, runs :func:`drafts_ops.survey.beams.coincidence` and prints, as JSON, the false positives
 per beam-minute before and after the RFI flags and the bursts found before and after.
 """
 
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from drafts_ops.beams import LAYOUTS, coincidence
 from drafts_ops.simulate import BurstSpec, RFISpec, SimulationConfig, write_multibeam
+from drafts_ops.survey.beams import LAYOUTS, coincidence
 
 
 def evaluate_beams(out: Path, seed: int = 20261213, duration_s: float = 60.0) -> dict:
-    from drafts_ops import pipeline
+    from drafts_ops import search
 
     out.mkdir(parents=True, exist_ok=True)
     layout = LAYOUTS["fast19"]
@@ -48,10 +48,10 @@ def evaluate_beams(out: Path, seed: int = 20261213, duration_s: float = 60.0) ->
     t0 = time.perf_counter()
     write_multibeam(out, base, layout, sources, stem="sky")
     truth = json.loads((out / "sky.beams.json").read_text())
-    config = pipeline.SearchConfig(dm_max=1000.0, write_h5=False, write_plots=False)
+    config = search.SearchConfig(dm_max=1000.0, write_h5=False, write_plots=False)
     per_beam, freqs = {}, None
     for beam in layout.beams:
-        result = pipeline.run_search(out / f"sky_M{beam:02d}_0001.fil", out / f"b{beam}", config)
+        result = search.run_search(out / f"sky_M{beam:02d}_0001.fil", out / f"b{beam}", config)
         per_beam[beam], freqs = result.candidates, result.plan.header.chan_freqs
     group = coincidence(per_beam, layout, freqs)
 

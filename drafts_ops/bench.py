@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import DMPlan, fixed_step_dm_trials
-from drafts_ops.errors import ParameterError
 
 Runner = Callable[[np.ndarray], np.ndarray]
 

@@ -2,7 +2,7 @@
 
 ``drafts bench search`` simulates each configuration once (cached on disk), then runs the
 whole search on it, each run in a fresh process (so that its peak RSS is its own): the
-direct path (:func:`drafts_ops.pipeline.run_search` in the process) and the Prefect flow
+direct path (:func:`drafts_ops.search.run_search` in the process) and the Prefect flow
 (``drafts search``), in each dedispersion mode. It reads every run's ``perf.json`` and
 measures, in the same run of the benchmark, the dedispersion kernel alone on the same DM
 plan and block length, so the pipeline/kernel ratio is visible beside the stage figures.
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from drafts_ops.errors import ParameterError
+from drafts_ops.core.errors import ParameterError
 
 #: Orchestration paths and dedispersion modes the benchmark runs.
 PATHS = ("direct", "flow")
@@ -146,11 +146,11 @@ def kernel_realtime_factor(path: Path, config: SearchBenchConfig, mode: str,
     """Real-time factor of the dedispersion operator alone on the search's DM plan and
     block length (median of ``repeats`` after a warm-up), on normalised random data in
     the search's own form (uint8 where the search quantises)."""
-    from drafts_ops import pipeline
+    from drafts_ops import search
     from drafts_ops.dedisp import dedisperse
 
-    cfg = pipeline.SearchConfig(dedisp_mode=mode, **config.options())
-    plan = pipeline.plan_search(path, cfg)
+    cfg = search.SearchConfig(dedisp_mode=mode, **config.options())
+    plan = search.plan_search(path, cfg)
     dm_plan = plan.dm_plan()
     block = plan.blocks[0]
     rng = np.random.default_rng(0)
@@ -182,9 +182,9 @@ def run_one(path: Path, config: SearchBenchConfig, run_path: str, mode: str, *, 
     options = {**config.options(), "dedisp_mode": mode, **extra}
     env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     if run_path == "direct":
-        code = ("import json, sys; from drafts_ops import pipeline; "
-                "pipeline.run_search(sys.argv[1], sys.argv[2], "
-                "pipeline.SearchConfig(**json.loads(sys.argv[3])))")  # fmt: skip
+        code = ("import json, sys; from drafts_ops import search; "
+                "search.run_search(sys.argv[1], sys.argv[2], "
+                "search.SearchConfig(**json.loads(sys.argv[3])))")  # fmt: skip
         cmd = [sys.executable, "-c", code, str(path), str(out), json.dumps(options)]
     elif run_path == "flow":
         flags = []

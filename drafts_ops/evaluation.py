@@ -2,7 +2,7 @@
 
 Held-out simulated observations (a seed never used in training or tuning) in the survey
 bands of :data:`drafts_ops.simulate.bands.SURVEY_BANDS` go through
-:func:`drafts_ops.pipeline.run_search` exactly as ``drafts search`` runs them, with each
+:func:`drafts_ops.search.run_search` exactly as ``drafts search`` runs them, with each
 band's decimation and the search's default DM range (0-3000 pc cm^-3). One operating
 point, measured on the same files:
 
@@ -44,10 +44,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from drafts_ops.atomic import write_text_atomic
+from drafts_ops.core.atomic import write_text_atomic
+from drafts_ops.core.errors import ModelError, ParameterError
 from drafts_ops.dedisp.plan import dispersion_delay_s, smearing_s
 from drafts_ops.detect.candidates import Candidate
-from drafts_ops.errors import ModelError, ParameterError
 from drafts_ops.ml.evaluate import SNR_EDGES
 from drafts_ops.simulate.bands import SURVEY_BANDS, SurveyBand, survey_band
 
@@ -698,8 +698,8 @@ def search_for_evaluation(  # noqa: PLR0917
 ) -> Any:  # fmt: skip
     """Search ``path`` as ``drafts search`` does in ``band`` (its decimation), without
     ``.h5`` files and plots (``options``: other ``SearchConfig`` fields); ``run`` goes to
-    :func:`~drafts_ops.pipeline.run_search`."""
-    from drafts_ops.pipeline import SearchConfig, run_search
+    :func:`~drafts_ops.search.run_search`."""
+    from drafts_ops.search import SearchConfig, run_search
 
     config = SearchConfig(detector=detector, dm_max=dm_max, write_h5=False, write_plots=False,
                           **band.search_options(), **(options or {}))  # fmt: skip
@@ -1080,7 +1080,7 @@ def card_section(ev: SearchEvaluation) -> str:
     return (
         f"{SEARCH_SECTION}\n\nMeasured by `drafts evaluate search` "
         f"(`drafts_ops/evaluation.py`): held-out simulated observations searched by "
-        "`drafts_ops.pipeline.run_search` as `drafts search` runs it.\n\n"
+        "`drafts_ops.search.run_search` as `drafts search` runs it.\n\n"
         + results_markdown(ev)
         + "\n"
     )

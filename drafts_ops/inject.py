@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from drafts_ops.atomic import write_json_atomic, write_text_atomic
+from drafts_ops.core.atomic import write_json_atomic, write_text_atomic
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import dispersion_delay_s
-from drafts_ops.errors import ParameterError
 from drafts_ops.evaluation import (
     Band,
     InjectedBurst,
@@ -154,8 +154,8 @@ class Completeness:
 def completeness(path: str | Path, out_dir: str | Path, plan: InjectionPlan,
                  config: Any = None) -> Completeness:  # fmt: skip
     """Inject ``plan`` into ``path``, search the result into ``out_dir/search`` with
-    ``config`` (:class:`~drafts_ops.pipeline.SearchConfig`) and score it."""
-    from drafts_ops.pipeline import SearchConfig, run_search
+    ``config`` (:class:`~drafts_ops.search.SearchConfig`) and score it."""
+    from drafts_ops.search import SearchConfig, run_search
 
     out = Path(out_dir)
     injected, rendered = inject_file(path, out / f"{Path(path).stem}.injected.fil", plan)
@@ -224,7 +224,7 @@ def _plot(doc: dict[str, Any], path: Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from drafts_ops.atomic import atomic_path
+    from drafts_ops.core.atomic import atomic_path
 
     fig = Figure(figsize=(10, 3.2))
     FigureCanvasAgg(fig)

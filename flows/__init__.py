@@ -7,8 +7,8 @@ sub-commands (``flows.commands``). Deployment and cluster settings are data in `
 
 from pathlib import Path
 
-from drafts_ops.errors import DraftsError
-from drafts_ops.resources import resource_dir
+from drafts_ops.core.errors import DraftsError
+from drafts_ops.core.resources import resource_dir
 
 
 def _deploy_dir() -> Path:
@@ -19,5 +19,5 @@ def _deploy_dir() -> Path:
 
 
 #: The deploy/ folder (prefect.yaml, dask.yaml, docker-compose.yml) of the checkout or of
-#: the installed package (drafts_ops.resources).
+#: the installed package (drafts_ops.core.resources).
 DEPLOY_DIR = _deploy_dir()

@@ -135,8 +135,8 @@ def add_search_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _search_targets(args: argparse.Namespace) -> list[tuple[Path | list[Path], Path]]:
-    from drafts_ops.errors import ParameterError
-    from drafts_ops.resources import resource_path
+    from drafts_ops.core.errors import ParameterError
+    from drafts_ops.core.resources import resource_path
 
     files = list(args.files)
     if args.demo:
@@ -302,7 +302,7 @@ def run_deploy(args: argparse.Namespace) -> int:
     from flows.deploy import parse_params, register_deployments
 
     if not PREFECT_API_URL.value():
-        from drafts_ops.errors import ParameterError
+        from drafts_ops.core.errors import ParameterError
 
         raise ParameterError(
             "PREFECT_API_URL is not set: deployments would go into a temporary server that "

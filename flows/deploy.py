@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from drafts_ops.cli.common import parse_params  # noqa: F401 (re-exported for the CLI)
-from drafts_ops.errors import DraftsError
+from drafts_ops.core.errors import DraftsError
 from flows import DEPLOY_DIR
 
 PREFECT_YAML = DEPLOY_DIR / "prefect.yaml"

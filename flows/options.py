@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from drafts_ops import pipeline
+from drafts_ops import search
 from drafts_ops.dedisp.modes import Backend, Mode
 from drafts_ops.dedisp.registry import Algorithm
 from drafts_ops.detect.preprocess import NormMethod
-from drafts_ops.pipeline import Detector
+from drafts_ops.search import Detector
 
-_DEFAULTS = {f.name: f.default for f in dataclasses.fields(pipeline.SearchConfig)}
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(search.SearchConfig)}
 
 
 def _default(name: str) -> Any:
@@ -84,7 +84,7 @@ class SearchOptions(_Options):
     """Parameters of a search of one observation (DM in pc cm^-3, sizes in samples).
 
     Fields other than ``max_workers`` and ``trace_memory`` are those of
-    :class:`drafts_ops.pipeline.SearchConfig`, with its defaults.
+    :class:`drafts_ops.search.SearchConfig`, with its defaults.
     """
 
     dedisp_mode: Mode = Field(
@@ -189,10 +189,10 @@ class SearchOptions(_Options):
             raise ValueError(f"dm_max {self.dm_max} < dm_min {self.dm_min}")
         return self
 
-    def config(self) -> pipeline.SearchConfig:
+    def config(self) -> search.SearchConfig:
         """The science side's search configuration for these options."""
         values = self.model_dump()
-        return pipeline.SearchConfig(**{k: v for k, v in values.items() if k in _DEFAULTS})
+        return search.SearchConfig(**{k: v for k, v in values.items() if k in _DEFAULTS})
 
 
 class SurveyOptions(_Options):

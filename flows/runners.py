@@ -17,7 +17,7 @@ import yaml
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from drafts_ops.errors import ParameterError
+from drafts_ops.core.errors import ParameterError
 from flows import DEPLOY_DIR
 
 RunnerKind = Literal["threads", "dask"]

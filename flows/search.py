@@ -1,6 +1,6 @@
 """The search flow: one observation, its stages as Prefect tasks.
 
-The stage sequence lives in :func:`drafts_ops.pipeline.run_search`; this module only says
+The stage sequence lives in :func:`drafts_ops.search.run_search`; this module only says
 how a stage runs under Prefect (:class:`PrefectStages`): each stage is a task of the same
 name, segments of blocks are submitted with at most ``options.max_workers`` unfinished at
 once on the flow's task runner (a thread pool, or a Dask cluster: :mod:`flows.runners`).
@@ -20,8 +20,8 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.context import get_run_context
 
-from drafts_ops import pipeline
-from drafts_ops.perf import PerfReport
+from drafts_ops import search
+from drafts_ops.core.perf import PerfReport
 from flows.deploy import check_run_paths
 from flows.options import SearchOptions
 from flows.runners import default_task_runner, runner_name, submit_bounded
@@ -53,7 +53,7 @@ def _stage_task(name: str, fn: Callable[..., Any]):
 
 
 class PrefectStages:
-    """Runs :func:`drafts_ops.pipeline.run_search`'s stages as Prefect tasks."""
+    """Runs :func:`drafts_ops.search.run_search`'s stages as Prefect tasks."""
 
     orchestrator = "prefect"
 
@@ -128,7 +128,7 @@ def search_flow(
     check_run_paths(path=path, out_dir=out_dir)
     config = options.config()
     name = path if isinstance(path, str) else path[0]  # names the artifacts
-    result = pipeline.run_search(
+    result = search.run_search(
         path,
         out_dir,
         config,
@@ -140,7 +140,7 @@ def search_flow(
     publish_perf(result.perf, artifact_key("perf", name, config.dedisp_mode))
     from prefect.artifacts import create_markdown_artifact
 
-    from drafts_ops.report import markdown_summary
+    from drafts_ops.search.report import markdown_summary
 
     create_markdown_artifact(markdown=markdown_summary(result.candidates, name),
                              key=artifact_key("search", name),

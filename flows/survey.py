@@ -1,6 +1,6 @@
 """The survey flow: search every new observation in a directory, resumably.
 
-A ledger (``OUT/ledger.json``, :mod:`drafts_ops.ledger`) records each file's state, so a
+A ledger (``OUT/ledger.json``, :mod:`drafts_ops.survey.ledger`) records each file's state, so a
 rerun skips finished files, retries failed ones and finishes what a crash interrupted.
 Files that fail validation are quarantined (``OUT/quarantine/`` with a reason). Each file
 is searched into its own directory (atomic writes); the survey's candidate file is rebuilt
@@ -20,11 +20,10 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed
 
-from drafts_ops.atomic import write_json_atomic
-from drafts_ops.errors import ObservationError, ParameterError
-from drafts_ops.ledger import Ledger
-from drafts_ops.pipeline import run_search
-from drafts_ops.survey import (
+from drafts_ops.core.atomic import write_json_atomic
+from drafts_ops.core.errors import ObservationError, ParameterError
+from drafts_ops.search import run_search
+from drafts_ops.survey.files import (
     SURVEY_SUMMARY,
     beam_neighbours,
     coincide_groups,
@@ -39,6 +38,7 @@ from drafts_ops.survey import (
     survey_lock,
     validate_observation,
 )
+from drafts_ops.survey.ledger import Ledger
 from flows.deploy import check_run_paths
 from flows.options import SearchOptions, SurveyOptions
 from flows.runners import default_task_runner, submit_bounded
@@ -64,7 +64,7 @@ def search_file_task(  # noqa: PLR0917 (a task's parameters)
     problems: each becomes a ledger state, so one file cannot stop the survey).
 
     ``previous`` / ``following``: the files of its beam just before and after it, read
-    as context (:func:`drafts_ops.pipeline.plan_search` ``own``); ``lead_in``: the previous
+    as context (:func:`drafts_ops.search.plan_search` ``own``); ``lead_in``: the previous
     file was searched without this one, so its last ``delay(d)`` samples are searched
     here. Where the joined search cannot run (a neighbour is unreadable), the file is
     searched alone.
@@ -284,7 +284,7 @@ def _survey(
         "wall_s": time.perf_counter() - start,
     }
     write_json_atomic(out / SURVEY_SUMMARY, summary)
-    from drafts_ops.report import write_survey_index
+    from drafts_ops.survey.index import write_survey_index
 
     summary["index"] = str(write_survey_index(out, ledger, groups))
     create_markdown_artifact(

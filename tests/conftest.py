@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-# The searches' marker of compiled kernels (drafts_ops.platform.kernel_cache_marker) goes
+# The searches' marker of compiled kernels (drafts_ops.core.hardware.kernel_cache_marker) goes
 # to a directory of this test session, not the user's ~/.cache.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="drafts-ops-test-cache-")
 

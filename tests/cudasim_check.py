@@ -11,10 +11,10 @@ import sys
 
 import numpy as np
 
+from drafts_ops.core.hardware import platform_info
 from drafts_ops.dedisp.launch import Kernel, launch
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.dedisp.prototype import dedisperse_prototype
-from drafts_ops.platform import platform_info
 
 
 def index_body(block, thread, block_dim, out):

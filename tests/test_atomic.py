@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from drafts_ops.atomic import atomic_path, write_json_atomic, write_text_atomic
+from drafts_ops.core.atomic import atomic_path, write_json_atomic, write_text_atomic
 
 
 def test_failed_write_keeps_the_old_file(tmp_path):

@@ -9,7 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drafts_ops.beams import (
+from drafts_ops.core.errors import ParameterError
+from drafts_ops.detect.candidates import Candidate
+from drafts_ops.simulate import BurstSpec, RFISpec, SimulationConfig, write_multibeam
+from drafts_ops.survey.beams import (
     LAYOUTS,
     BeamLayout,
     beam_groups,
@@ -17,10 +20,7 @@ from drafts_ops.beams import (
     group_key,
     load_layout,
 )
-from drafts_ops.detect.candidates import Candidate
-from drafts_ops.errors import ParameterError
-from drafts_ops.ledger import Ledger
-from drafts_ops.simulate import BurstSpec, RFISpec, SimulationConfig, write_multibeam
+from drafts_ops.survey.ledger import Ledger
 from flows.options import SearchOptions, SurveyOptions
 from flows.survey import survey_flow
 

@@ -16,7 +16,7 @@ from drafts_ops.bench import (
     run_bench,
 )
 from drafts_ops.cli import main
-from drafts_ops.errors import ParameterError
+from drafts_ops.core.errors import ParameterError
 
 TINY = BenchConfig(nchans=16, dm_max=40.0, dm_step=1.0, nout=300, repeats=2)
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from drafts_ops.cli import main
+from drafts_ops.core.resources import resource_path
 from drafts_ops.io import open_observation
-from drafts_ops.resources import resource_path
 from drafts_ops.simulate import read_truth
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp import dedisperse
 from drafts_ops.dedisp.decimate import decimate_time
 from drafts_ops.dedisp.plan import DMPlan, fixed_step_dm_trials, smearing_s
 from drafts_ops.dedisp.quality import best_boxcar, simulated_burst, snr_loss_survey
 from drafts_ops.detect.single_pulse import block_snr
-from drafts_ops.errors import ParameterError
-from drafts_ops.pipeline import SearchConfig, search_observation
+from drafts_ops.search import SearchConfig
+from drafts_ops.search.run import run_search
 
 #: Documented bound (README): bursts at least as wide as their smearing at the band bottom.
 MATCHED_LOSS_BOUND = 0.05
@@ -86,7 +87,7 @@ def test_pipeline_finds_the_real_pulse_with_decimation(real_data, tmp_path):
         write_h5=False,
         write_plots=False,
     )
-    result = search_observation(real_data / "28.fil", tmp_path, cfg)
+    result = run_search(real_data / "28.fil", tmp_path, cfg)
     assert max(result.plan.decimation) >= 2
     best = result.candidates[0]
     assert abs(best.dm - 475.0) <= 5.0

@@ -7,12 +7,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from drafts_ops.core.errors import OperatorError
 from drafts_ops.dedisp import DMPlan, dedisperse, dedisperse_batch, describe, tiling_for
 from drafts_ops.dedisp.reference import dedisperse_reference
 from drafts_ops.dedisp.registry import OperatorSpec, get_operator, register
 from drafts_ops.dedisp.tiling import MachineFacts, plan_cpu_tiling, read_cache_sizes
 from drafts_ops.dedisp.workspace import WorkspacePool
-from drafts_ops.errors import OperatorError
 
 
 def make_plan(nchan: int, dm_max: float, ndm: int, *, ascending: bool = False) -> DMPlan:

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import (
     DISPERSION_CONSTANT,
     DMPlan,
@@ -16,7 +17,6 @@ from drafts_ops.dedisp.plan import (
     smearing_s,
     tolerance_dm_trials,
 )
-from drafts_ops.errors import ParameterError
 from drafts_ops.io.header import Header
 
 #: 28.fil: 336 channels from 1465 MHz down in 1 MHz steps, tsamp 1.26646875 ms.

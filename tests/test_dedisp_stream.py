@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from drafts_ops.cli import main
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.dedisp.prototype import dedisperse_prototype
 from drafts_ops.dedisp.reference import dedisperse_reference
 from drafts_ops.dedisp.stream import dedisperse_file, iter_dedispersed
-from drafts_ops.errors import ParameterError
 from drafts_ops.io import open_observation
 from drafts_ops.io.header import Header
 from drafts_ops.io.sigproc import write_sigproc

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from drafts_ops.core.errors import OperatorError
 from drafts_ops.dedisp import DMPlan, dedisperse, stream_dedisperse
-from drafts_ops.errors import OperatorError
 from drafts_ops.io import open_observation
 from drafts_ops.io.header import Header
 from drafts_ops.io.sigproc import write_sigproc

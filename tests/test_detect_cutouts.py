@@ -6,6 +6,7 @@ import h5py
 import numpy as np
 import pytest
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import delay_table
 from drafts_ops.detect.cutouts import (
     cutout_span,
@@ -13,7 +14,6 @@ from drafts_ops.detect.cutouts import (
     freq_time_cutout,
     time_decimation_factor,
 )
-from drafts_ops.errors import ParameterError
 
 FREQS = 1500.0 - 2.0 * np.arange(64)  # descending, MHz
 TSAMP = 1e-3

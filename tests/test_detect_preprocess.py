@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.detect.preprocess import (
     auto_mask,
     channel_statistics,
@@ -16,7 +17,6 @@ from drafts_ops.detect.preprocess import (
     static_mask,
     zero_dm_subtract,
 )
-from drafts_ops.errors import ParameterError
 from drafts_ops.io.header import Header
 
 HEADER = Header(nchans=8, fch1=1500.0, foff=-1.0, tsamp=1e-3, nbits=8, nsamples=100)

@@ -10,7 +10,7 @@ from drafts_ops.detect.cluster import Clusters, cluster_giants, merge_blocks, me
 from drafts_ops.detect.single_pulse import Giants
 from drafts_ops.io.header import Header
 from drafts_ops.io.sigproc import write_sigproc
-from drafts_ops.pipeline import SearchConfig, merge_block_results, plan_search, search_segment
+from drafts_ops.search import SearchConfig, merge_block_results, plan_search, search_segment, stages
 
 HEADER = Header(nchans=64, fch1=1500.0, foff=-4.0, tsamp=1e-3, nbits=32, nsamples=6000)
 DMS = np.arange(0.0, 400.0, 50.0)  # trial index k <-> DM 50 k
@@ -203,7 +203,6 @@ NARROW = {"band_centre_mhz": 1300.0, "band_fwhm_mhz": 30.0}  # a tenth of the ba
 
 
 def test_band_limited_burst_gives_one_candidate(tmp_path, monkeypatch):
-    from drafts_ops import pipeline
     from drafts_ops.simulate import BurstSpec
 
     burst = BurstSpec(t_s=2.0, dm=1000.0, snr=30.0, width_s=2e-3, **NARROW)
@@ -211,7 +210,7 @@ def test_band_limited_burst_gives_one_candidate(tmp_path, monkeypatch):
     assert len(cands) == 1, cands
     assert abs(cands[0].tcand_s - 2.0) < 0.01 and abs(cands[0].dm - 1000.0) < 60, cands
     # its arms survive the full-band sidelobe model: the spectrum is what folds them
-    monkeypatch.setattr(pipeline, "fold_measured_sidelobes", lambda c, *a, **k: list(c))
+    monkeypatch.setattr(stages, "fold_measured_sidelobes", lambda c, *a, **k: list(c))
     (tmp_path / "off").mkdir()
     assert len(_band_limited(tmp_path / "off", [burst])) > 1
 
@@ -325,7 +324,7 @@ def test_arms_of_a_pulse_wider_than_the_widest_boxcar_fold_into_it():
 
 
 def test_pulse_width_measures_beyond_the_boxcar():
-    from drafts_ops.detect.products import pulse_width
+    from drafts_ops.detect.pulse import pulse_width
 
     rng = np.random.default_rng(3)
     waterfall = rng.normal(size=(256, 128)).astype(np.float32)  # [time, frequency]
@@ -340,7 +339,7 @@ def test_pulse_width_measures_beyond_the_boxcar():
 
 
 def test_emitting_band_ignores_rfi_crossing_the_pulse():
-    from drafts_ops.detect.products import emitting_band
+    from drafts_ops.detect.pulse import emitting_band
 
     rng = np.random.default_rng(4)
     freqs = np.linspace(1500.0, 1000.0, 256)
@@ -353,14 +352,13 @@ def test_emitting_band_ignores_rfi_crossing_the_pulse():
 
 
 def test_a_wide_scattered_burst_gives_one_candidate(tmp_path, monkeypatch):
-    from drafts_ops import pipeline
     from drafts_ops.simulate import BurstSpec
 
     burst = BurstSpec(t_s=2.0, dm=800.0, snr=50.0, width_s=0.05, scattering_s=0.03)
     cands = _band_limited(tmp_path, [burst])
     assert len(cands) == 1 and _found(cands, 2.0, 800.0, late_s=0.03), cands
     # at the widest boxcar (33 ms) its arms are brighter than that boxcar's response
-    monkeypatch.setattr(pipeline, "fold_measured_sidelobes", lambda c, *a, **k: list(c))
+    monkeypatch.setattr(stages, "fold_measured_sidelobes", lambda c, *a, **k: list(c))
     (tmp_path / "off").mkdir()
     assert len(_band_limited(tmp_path / "off", [burst])) > 3
 
@@ -403,8 +401,8 @@ def test_snr_outside_a_band_tells_a_broadband_burst_from_a_band_limited_one(tmp_
     """A full-band S/N 20 burst shows S/N >= 8 outside 1270-1330 MHz; a burst emitting
     only at 1285-1315 MHz (S/N 30) shows noise there; no channel outside: 0."""
     from drafts_ops.detect.cluster import ARM_OUTSIDE_SNR
-    from drafts_ops.detect.products import CutoutMaker
     from drafts_ops.io import open_observation
+    from drafts_ops.search.windows import CutoutMaker
     from drafts_ops.simulate import BurstSpec, SimulationConfig, write_simulation
 
     bursts = (BurstSpec(t_s=1.0, dm=500.0, snr=20.0, width_s=2e-3),
@@ -574,7 +572,6 @@ def test_a_broadband_burst_beside_a_bright_band_limited_one_is_found(tmp_path, m
     the band (0.1 s of full-band sweep between their DMs): the full-band sidelobe model
     takes it as the bright one's arm; the measured band gives it back. Without the
     release it is lost (so the scene tests the release)."""
-    from drafts_ops import pipeline
     from drafts_ops.simulate import BurstSpec
 
     bright = BurstSpec(t_s=2.0, dm=1000.0, snr=200.0, width_s=2e-3, **NARROW)
@@ -584,7 +581,7 @@ def test_a_broadband_burst_beside_a_bright_band_limited_one_is_found(tmp_path, m
         (tmp_path / str(seed)).mkdir()
         cands = _band_limited(tmp_path / str(seed), [bright, broad], seed=seed)
         found[seed] = (len(cands), bool(_found(cands, 2.05, 800.0)))
-    monkeypatch.setattr(pipeline, "release_hidden_bursts",
+    monkeypatch.setattr(stages, "release_hidden_bursts",
                         lambda c, *a, boxcar=None, **k: (list(c), list(boxcar)))  # fmt: skip
     (tmp_path / "off").mkdir()
     cands = _band_limited(tmp_path / "off", [bright, broad], seed=5)

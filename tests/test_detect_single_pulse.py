@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from drafts_ops.core.errors import ObservationError, ParameterError
 from drafts_ops.detect import kernels
 from drafts_ops.detect.single_pulse import Giants, boxcar_widths, find_giants
-from drafts_ops.errors import ObservationError, ParameterError
 
 
 def _reference_boxcar(series, widths):

@@ -10,6 +10,7 @@ import h5py
 import numpy as np
 import pytest
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.detect.candidates import Candidate
 from drafts_ops.detect.plots import plot_candidate
 from drafts_ops.detect.writers import (
@@ -20,7 +21,6 @@ from drafts_ops.detect.writers import (
     write_csv,
     write_fetch_h5,
 )
-from drafts_ops.errors import ParameterError
 from drafts_ops.io.header import Header
 
 HEADER = Header(

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from drafts_ops.cli import build_parser
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import dispersion_delay_s, smearing_s
 from drafts_ops.detect.candidates import Candidate
-from drafts_ops.errors import ParameterError
 from drafts_ops.evaluation import (
     BESIDE_BRIGHTER,
     CONFIGURATIONS,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from drafts_ops import pipeline
+from drafts_ops import search
 from drafts_ops.dedisp.plan import delay_table
 from drafts_ops.io.header import Header
 from drafts_ops.io.sigproc import write_sigproc
@@ -16,7 +16,7 @@ HEADER = Header(nchans=64, fch1=1500.0, foff=-4.0, tsamp=1e-3, nbits=8, nsamples
 #: (DM pc cm^-3, arrival at the top of the band in the joined stream, samples). The first
 #: arrives 100 samples before file A ends; its sweep (246 samples at DM 300) ends in B.
 BURSTS = ((300.0, 5900), (150.0, 2000), (150.0, 9000))
-CONFIG = pipeline.SearchConfig(dm_max=400.0, classify=False, write_h5=False,
+CONFIG = search.SearchConfig(dm_max=400.0, classify=False, write_h5=False,
                                write_plots=False)  # fmt: skip
 
 
@@ -47,16 +47,16 @@ def _found(candidates, sample: int, dm: float) -> list:
 
 
 def test_a_file_alone_cannot_reach_a_burst_that_sweeps_into_the_next(files, tmp_path):
-    alone = pipeline.run_search(files["a"], tmp_path / "a", CONFIG).candidates
+    alone = search.run_search(files["a"], tmp_path / "a", CONFIG).candidates
     assert not _found(alone, 5900, 300.0)
     assert len(_found(alone, 2000, 150.0)) == 1
 
 
 def test_each_file_with_its_neighbours_reports_each_burst_once(files, tmp_path):
     pair = [files["a"], files["b"]]
-    first = pipeline.run_search(pair, tmp_path / "a", CONFIG, own=0).candidates
-    second = pipeline.run_search(pair, tmp_path / "b", CONFIG, own=1).candidates
-    joined = pipeline.run_search(files["joined"], tmp_path / "j", CONFIG).candidates
+    first = search.run_search(pair, tmp_path / "a", CONFIG, own=0).candidates
+    second = search.run_search(pair, tmp_path / "b", CONFIG, own=1).candidates
+    joined = search.run_search(files["joined"], tmp_path / "j", CONFIG).candidates
     assert len(_found(first, 5900, 300.0)) == 1  # the next file's head completes its sweep
     assert not _found(second, 5900 - 6000, 300.0)  # ... and it is reported once
     assert len(_found(second, 9000 - 6000, 150.0)) == 1  # relative to the file's start
@@ -71,7 +71,7 @@ def test_lead_in_searches_what_the_previous_file_could_not(files, tmp_path):
     """The previous file was searched before this one existed (no look-ahead): this file's
     search reports the arrivals in that file's last delay(d) samples, before its start."""
     pair = [files["a"], files["b"]]
-    second = pipeline.run_search(pair, tmp_path / "b", CONFIG, own=1, lead_in=True).candidates
+    second = search.run_search(pair, tmp_path / "b", CONFIG, own=1, lead_in=True).candidates
     (straddling,) = _found(second, 5900 - 6000, 300.0)
     assert straddling.tcand_s == pytest.approx(-0.1, abs=0.004)
     assert not _found(second, 2000 - 6000, 150.0)  # the previous file's own search had it

@@ -10,7 +10,7 @@ import pytest
 from flowdata import SEARCH, write_observation
 
 from drafts_ops.cli import main
-from drafts_ops.errors import DraftsError
+from drafts_ops.core.errors import DraftsError
 from flows.deploy import load_specs, parse_params, register_deployments
 
 

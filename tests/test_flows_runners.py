@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from drafts_ops.errors import ParameterError
+from drafts_ops.core.errors import ParameterError
 from flows.runners import load_dask_config, make_task_runner
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from drafts_ops.core.perf import SCHEMA, read_perf
+from drafts_ops.core.resources import resource_path
 from drafts_ops.detect.writers import read_csv
-from drafts_ops.perf import SCHEMA, read_perf
-from drafts_ops.pipeline import STAGES
-from drafts_ops.resources import resource_path
+from drafts_ops.search import STAGES
 from flows.options import SearchOptions
 from flows.search import artifact_key, search_flow
 
@@ -126,7 +126,7 @@ def test_every_search_setting_is_an_option() -> None:
     """SearchOptions (CLI and flows) cover every SearchConfig field, with its default."""
     import dataclasses
 
-    from drafts_ops.pipeline import SearchConfig
+    from drafts_ops.search import SearchConfig
 
     fields = {f.name: f.default for f in dataclasses.fields(SearchConfig)}
     options = SearchOptions.model_fields

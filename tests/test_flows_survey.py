@@ -11,8 +11,8 @@ import pytest
 from flowdata import SEARCH, write_observation
 
 import flows.survey as survey_module
-from drafts_ops.ledger import Ledger
-from drafts_ops.survey import QUARANTINE_DIR, SURVEY_CANDIDATES
+from drafts_ops.survey.files import QUARANTINE_DIR, SURVEY_CANDIDATES
+from drafts_ops.survey.ledger import Ledger
 from flows.options import SearchOptions, SurveyOptions
 from flows.survey import survey_flow
 

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from drafts_ops.cli import main
-from drafts_ops.errors import ParameterError
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.inject import InjectionPlan, completeness, write_report
-from drafts_ops.pipeline import SearchConfig
+from drafts_ops.search import SearchConfig
 from drafts_ops.simulate.truth import read_truth
 
 FAST = {"write_h5": False, "write_plots": False, "classify": False}

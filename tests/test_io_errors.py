@@ -15,7 +15,7 @@ from astropy.io import fits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from drafts_ops.errors import DraftsError, ObservationError
+from drafts_ops.core.errors import DraftsError, ObservationError
 from drafts_ops.io import open_observation
 from drafts_ops.io.fbh5 import write_fbh5
 from drafts_ops.io.psrfits import write_psrfits

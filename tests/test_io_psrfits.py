@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from drafts_ops.errors import ObservationError
+from drafts_ops.core.errors import ObservationError
 from drafts_ops.io import open_observation
 from drafts_ops.io.psrfits import PsrfitsReader, write_psrfits
 from tests._io_util import make_header, random_samples

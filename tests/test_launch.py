@@ -12,9 +12,9 @@ import numba
 import numpy as np
 import pytest
 
+from drafts_ops.core.errors import OperatorError
+from drafts_ops.core.hardware import platform_info, simd_level
 from drafts_ops.dedisp.launch import Kernel, as_kernel, launch
-from drafts_ops.errors import OperatorError
-from drafts_ops.platform import platform_info, simd_level
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,7 +86,7 @@ def test_debug_trace_prints_each_pick(capsys):
 
 
 def _gpu_present() -> bool:
-    from drafts_ops.platform import gpu_info
+    from drafts_ops.core.hardware import gpu_info
 
     info = gpu_info()
     return info is not None and not info["simulator"]

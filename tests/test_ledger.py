@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from drafts_ops.errors import DraftsError, ObservationError
-from drafts_ops.ledger import Ledger
-from drafts_ops.survey import (
+from drafts_ops.core.errors import DraftsError, ObservationError
+from drafts_ops.survey.files import (
     file_key,
     merge_candidate_files,
     quarantine,
     scan,
     validate_observation,
 )
+from drafts_ops.survey.ledger import Ledger
 
 
 def test_ledger_states_survive_reload_and_follow_file_changes(tmp_path: Path) -> None:

@@ -7,11 +7,11 @@ import shutil
 import numpy as np
 import pytest
 
-from drafts_ops.errors import ModelError
+from drafts_ops.core.errors import ModelError
+from drafts_ops.core.resources import resource_dir
 from drafts_ops.ml import data, inference
 from drafts_ops.ml.inference import load_classifier, load_detector
 from drafts_ops.ml.manifest import read_manifest, sha256_file
-from drafts_ops.resources import resource_dir
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +149,7 @@ def test_classifier_does_not_depend_on_exact_centring(classifier, tmp_path):
     boxcar set: a band-limited burst (13% of the FAST-like band, scattered) must be called
     a burst at every nearby centring and width, not at some and rejected at others."""
     from drafts_ops.detect.candidates import Candidate
-    from drafts_ops.pipeline import SearchConfig, make_cutouts, plan_search
+    from drafts_ops.search import SearchConfig, make_cutouts, plan_search
     from drafts_ops.simulate import BurstSpec, SimulationConfig, write_simulation
     from drafts_ops.simulate.bands import survey_band
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from drafts_ops.errors import ModelError, ParameterError
+from drafts_ops.core.errors import ModelError, ParameterError
 from drafts_ops.ml import preprocess as pp
 from drafts_ops.ml.inference import decode_heatmap, load_classifier, load_detector
 from drafts_ops.ml.manifest import sha256_file, update_manifest, verify_model

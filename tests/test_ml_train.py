@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from drafts_ops.errors import DraftsError
+from drafts_ops.core.errors import DraftsError
 
 pytestmark = pytest.mark.train
 

@@ -23,9 +23,9 @@ from flowdata import HEADER, SEARCH, write_observation
 import flows.survey as survey_module
 from drafts_ops.cli import main
 from drafts_ops.io.sigproc import write_sigproc
-from drafts_ops.ledger import Ledger
-from drafts_ops.pipeline import DONE_FILE, SearchConfig, is_complete, run_search
-from drafts_ops.survey import SurveyLockedError, survey_lock
+from drafts_ops.search import DONE_FILE, SearchConfig, is_complete, run_search
+from drafts_ops.survey.files import SurveyLockedError, survey_lock
+from drafts_ops.survey.ledger import Ledger
 from flows.options import SearchOptions, SurveyOptions
 from flows.survey import survey_flow
 
@@ -65,7 +65,7 @@ def test_concurrent_survey_flow_does_no_work(prefect_harness, tmp_path):
 
 def test_lock_of_a_killed_survey_is_taken_over(tmp_path):
     code = (
-        "import sys, time; from drafts_ops.survey import survey_lock\n"
+        "import sys, time; from drafts_ops.survey.files import survey_lock\n"
         "with survey_lock(sys.argv[1]):\n    print('held', flush=True); time.sleep(60)\n"
     )
     holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE)
@@ -225,7 +225,7 @@ def test_survey_option_bounds(tmp_path, capsys):
 def test_unwritable_output_directory_is_refused_before_searching(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    from drafts_ops.errors import ParameterError
+    from drafts_ops.core.errors import ParameterError
 
     with pytest.raises(ParameterError, match="cannot write the output directory"):
         run_search(tmp_path / "missing.fil", blocker / "out", SearchConfig(**FAST))

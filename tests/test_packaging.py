@@ -1,5 +1,5 @@
 """The built wheel ships the demo data, models and deployment files, and the installed
-package finds them (drafts_ops.resources)."""
+package finds them (drafts_ops.core.resources)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from drafts_ops import resources
-from drafts_ops.errors import DraftsError
+from drafts_ops.core import resources
+from drafts_ops.core.errors import DraftsError
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARE = "drafts_ops-0.1.0.data/data/share/drafts-ops"

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drafts_ops.errors import DraftsError
-from drafts_ops.perf import (
+from drafts_ops.core.errors import DraftsError
+from drafts_ops.core.perf import (
     SCHEMA,
     SCHEMA_VERSION,
     ObservationSize,
@@ -77,7 +77,7 @@ def test_peak_rss_is_the_process_own_not_its_parents() -> None:
     import sys
 
     held = np.ones(300 * 1024**2 // 8)  # touched: resident in this process
-    code = "from drafts_ops.perf import peak_rss_mib; print(peak_rss_mib())"
+    code = "from drafts_ops.core.perf import peak_rss_mib; print(peak_rss_mib())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)  # fmt: skip
     assert held.sum() > 0 and float(done.stdout) < 200.0

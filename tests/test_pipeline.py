@@ -10,21 +10,22 @@ import h5py
 import numpy as np
 import pytest
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import delay_table
-from drafts_ops.errors import ParameterError
 from drafts_ops.io.header import Header
 from drafts_ops.io.sigproc import write_sigproc
 from drafts_ops.ml.inference import pool_dm_rows
-from drafts_ops.pipeline import (
+from drafts_ops.search import (
     SearchConfig,
     classify_candidates,
-    keeps_detection,
     make_cutouts,
     merge_block_results,
     plan_search,
-    search_observation,
+    samples,
     search_segment,
 )
+from drafts_ops.search.neural import keeps_detection
+from drafts_ops.search.run import run_search
 
 FAST = {"dm_min": 0.0, "dm_max": 300.0, "write_h5": False, "write_plots": False}
 BURSTS = ((150.0, 1000), (60.0, 2500))  # (DM, arrival sample at the top of the band)
@@ -88,7 +89,7 @@ def test_detector_both_searches_the_same_blocks_as_the_classical_search(syntheti
 def test_one_candidate_per_burst_whatever_the_blocks(synthetic_fil, tmp_path, block_size):
     """Burst 1 arrives exactly on the edge of the 1000-sample blocks."""
     cfg = SearchConfig(block_size=block_size, **FAST)
-    result = search_observation(synthetic_fil, tmp_path, cfg)
+    result = run_search(synthetic_fil, tmp_path, cfg)
     cands = sorted(result.candidates, key=lambda c: c.sample)
     assert len(result.plan.blocks) == -(-4000 // block_size)
     assert len(cands) == 2, cands
@@ -169,7 +170,7 @@ def test_neural_detector_seam(synthetic_fil, tmp_path, monkeypatch, detector):
     every_peak = {"ml_min_snr": 0.0, "detector_faint_threshold": 0.0}
     plan = plan_search(synthetic_fil, SearchConfig(detector=detector, **every_peak, **FAST))
     fake = _FakeDetector(plan, plan.blocks[0])
-    monkeypatch.setattr("drafts_ops.pipeline._load_detector", lambda: fake)
+    monkeypatch.setattr("drafts_ops.search.streaming.shipped_detector", lambda: fake)
     dedispersed = []  # the block's DM-time samples, before the boxcar search's S/N
     keep = plan.blocks[0].stop - plan.blocks[0].read_start
 
@@ -205,7 +206,7 @@ def test_every_detector_peak_reaches_the_snr_gate(synthetic_fil, tmp_path, monke
     that score below 60 noise peaks are still found (their boxcar S/N decides)."""
     plan = plan_search(synthetic_fil, SearchConfig(detector="ml", **FAST))
     fake = _FakeDetector(plan, plan.blocks[0], noise_peaks=60)
-    monkeypatch.setattr("drafts_ops.pipeline._load_detector", lambda: fake)
+    monkeypatch.setattr("drafts_ops.search.streaming.shipped_detector", lambda: fake)
     cands = merge_block_results([search_segment([0], synthetic_fil, plan, tmp_path)], plan)
     bursts = [c for c in cands if c.detector_score == pytest.approx(0.9)]
     assert len(bursts) == 2 and all(c.snr > 12 for c in bursts)
@@ -233,9 +234,7 @@ def test_too_short_observation_says_how_far_it_searched(synthetic_fil):
 def test_real_pulse_in_28fil(real_data, tmp_path):
     """The GBT pulse: DM 475 +- 5, t = 2.029 +- 0.01 s, S/N >= 12, classified a burst."""
     t0 = time.perf_counter()
-    result = search_observation(
-        real_data / "28.fil", tmp_path, SearchConfig(dm_max=1000.0, max_outputs=1)
-    )
+    result = run_search(real_data / "28.fil", tmp_path, SearchConfig(dm_max=1000.0, max_outputs=1))
     elapsed = time.perf_counter() - t0
     best = result.candidates[0]
     assert abs(best.dm - 475.0) <= 5.0
@@ -253,7 +252,7 @@ def test_real_pulse_in_28fil(real_data, tmp_path):
 
 def test_classifier_threshold_decides_is_burst_and_plots(synthetic_fil, tmp_path):
     from drafts_ops.detect.writers import read_csv
-    from drafts_ops.pipeline import write_outputs
+    from drafts_ops.search import write_outputs
 
     class Constant:
         def predict(self, freq_time, dm_time):
@@ -281,7 +280,7 @@ def test_end_of_the_data_is_searched_at_every_dm_that_fits(tmp_path):
     for c, d in enumerate(delay_table(np.array([40.0]), header.chan_freqs, 1e-3)[0]):
         data[c, at + d : at + d + 3] += 3.0
     path = write_sigproc(tmp_path / "late.fil", header, data)
-    result = search_observation(path, tmp_path / "out", SearchConfig(dm_max=1000.0, **{
+    result = run_search(path, tmp_path / "out", SearchConfig(dm_max=1000.0, **{
         k: v for k, v in FAST.items() if k != "dm_max"}, classify=False))  # fmt: skip
     assert result.plan.max_delay > 4000 - at  # the old end, nsamples - max_delay, excluded it
     late = [c for c in result.candidates if abs(c.sample - (at + 1)) <= 3]
@@ -312,7 +311,7 @@ def test_burst_across_a_file_boundary_is_found_once(tmp_path):
                                    data[:, k * 4000 : (k + 1) * 4000], nsblk=500))  # fmt: skip
     cfg = SearchConfig(dm_max=300.0, block_size=2048, classify=False, write_h5=False,
                        write_plots=False)  # fmt: skip
-    result = search_observation(files, tmp_path / "out", cfg)
+    result = run_search(files, tmp_path / "out", cfg)
     assert result.plan.header.nsamples == 8000 and result.plan.files == tuple(map(str, files))
     near = [c for c in result.candidates if abs(c.sample - (at + 1)) <= 30]
     assert len(near) == 1 and abs(near[0].dm - 120.0) < 10 and near[0].snr > 15
@@ -321,7 +320,7 @@ def test_burst_across_a_file_boundary_is_found_once(tmp_path):
 def test_search_reads_each_next_block_ahead(tmp_path, monkeypatch):
     """While a block is searched the file is asked for the next block's raw samples (a file
     read cold from disk is then read meanwhile), after this block's samples are read."""
-    from drafts_ops import pipeline
+    from drafts_ops import search
     from drafts_ops.io.sigproc import SigprocReader
 
     header = Header(nchans=64, fch1=1500.0, foff=-4.0, tsamp=1e-3, nbits=8, nsamples=8000)
@@ -329,17 +328,17 @@ def test_search_reads_each_next_block_ahead(tmp_path, monkeypatch):
     path = write_sigproc(tmp_path / "raw.fil", header, data)
     config = SearchConfig(dm_max=100.0, block_size=2048, classify=False, write_h5=False,
                           write_plots=False)  # fmt: skip
-    plan = pipeline.plan_search(path, config)
+    plan = search.plan_search(path, config)
     assert len(plan.blocks) >= 3
     events = []
-    ahead, read = SigprocReader.prefetch, pipeline.read_searched
+    ahead, read = SigprocReader.prefetch, search.read_searched
     monkeypatch.setattr(SigprocReader, "prefetch",
                         lambda self, s, n: (events.append(("ahead", s, n)),
                                             ahead(self, s, n)))  # fmt: skip
-    monkeypatch.setattr(pipeline, "read_searched",
+    monkeypatch.setattr(samples, "read_searched",
                         lambda r, p, a, b, **kw: (events.append(("read", a, b)),
                                                   read(r, p, a, b, **kw))[1])  # fmt: skip
-    pipeline.run_search(path, tmp_path / "out", config)
+    search.run_search(path, tmp_path / "out", config)
     blocks = plan.blocks
     expected = [("read", blocks[0].read_start, blocks[0].read_stop)]
     for block in blocks[1:]:
@@ -351,20 +350,20 @@ def test_search_reads_each_next_block_ahead(tmp_path, monkeypatch):
 def test_decimating_reader_reads_the_next_chunk_ahead(tmp_path, monkeypatch):
     """The decimating reader asks the file for each next chunk while it averages the
     current one (so the disk works meanwhile), and the averages do not depend on it."""
-    from drafts_ops import pipeline
+    from drafts_ops import search
     from drafts_ops.io import open_observation
 
     header = Header(nchans=64, fch1=1500.0, foff=-4.0, tsamp=1e-3, nbits=8, nsamples=4000)
     data = np.random.default_rng(5).integers(0, 256, (64, 4000)).astype(np.uint8)
     path = write_sigproc(tmp_path / "raw.fil", header, data)
     config = SearchConfig(dm_max=100.0, time_decimation=4, freq_decimation=2)
-    plan = pipeline.plan_search(path, config)
-    monkeypatch.setattr(pipeline, "DECIMATION_CHUNK_BYTES", 64 * 4 * 100)  # 100 per chunk
+    plan = search.plan_search(path, config)
+    monkeypatch.setattr(samples, "DECIMATION_CHUNK_BYTES", 64 * 4 * 100)  # 100 per chunk
     calls = []
     with open_observation(path) as reader:
         ahead = reader.prefetch
         monkeypatch.setattr(reader, "prefetch", lambda s, n: (calls.append((s, n)), ahead(s, n)))
-        out = pipeline.read_searched(reader, plan, 0, 1000)
+        out = search.read_searched(reader, plan, 0, 1000)
     expected = data.astype(np.float64).reshape(32, 2, 1000, 4).mean(axis=(1, 3))
     np.testing.assert_allclose(out, expected, rtol=1e-6)
     assert calls[:2] == [(400, 400), (800, 400)]  # raw samples of the next chunk, in turn

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from drafts_ops.pipeline import SearchConfig, run_search
-from drafts_ops.resources import resource_path
+from drafts_ops.core.resources import resource_path
+from drafts_ops.search import SearchConfig, run_search
 
 
 class _Tags(HTMLParser):
@@ -113,7 +113,7 @@ def test_masked_channels_figure_puts_masked_channels_at_their_frequencies():
     import matplotlib.image
     import numpy as np
 
-    from drafts_ops.report import channel_edges, masked_channels_figure
+    from drafts_ops.search.report import channel_edges, masked_channels_figure
 
     freqs = 1500.0 - np.arange(1024) * (500.0 / 1024)
     masked = np.where(freqs > 1400.0, 1.0, 0.0)

@@ -9,14 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drafts_ops import pipeline
+from drafts_ops import search
 from drafts_ops.dedisp import subband
 from drafts_ops.dedisp.operator import dedisperse
 from drafts_ops.dedisp.plan import DMPlan, delay_table
 from drafts_ops.dedisp.workspace import WorkspacePool, default_pool
-from drafts_ops.detect.products import CutoutMaker
 from drafts_ops.io.header import Header
 from drafts_ops.io.sigproc import write_sigproc
+from drafts_ops.search import plan as search_plan
+from drafts_ops.search import run as search_run
+from drafts_ops.search import samples, streaming
+from drafts_ops.search.windows import CutoutMaker
 
 HEADER = Header(nchans=64, fch1=1500.0, foff=-4.0, tsamp=1e-3, nbits=8, nsamples=12000)
 
@@ -46,26 +49,26 @@ def _counting(monkeypatch, owner, name):
 
 def test_plans_are_built_once_per_search(observation, tmp_path, monkeypatch):
     subband._PLAN_CACHE.clear()
-    pipeline._dm_plan_cached.cache_clear()
+    search_plan._dm_plan_cached.cache_clear()
     subband_plans = _counting(monkeypatch, subband, "auto_subband_plan")
-    cfg = pipeline.SearchConfig(dm_max=300.0, block_size=1024, classify=False,
+    cfg = search.SearchConfig(dm_max=300.0, block_size=1024, classify=False,
                                 write_h5=False, write_plots=False)  # fmt: skip
-    plan = pipeline.plan_search(observation, cfg)
+    plan = search.plan_search(observation, cfg)
     assert len(plan.blocks) == 12
     dm_plans = _counting(monkeypatch, DMPlan, "build")
-    pipeline.search_segment(range(12), observation, plan, tmp_path)
-    pipeline.search_segment(range(12), observation, plan, tmp_path / "again")
+    search.search_segment(range(12), observation, plan, tmp_path)
+    search.search_segment(range(12), observation, plan, tmp_path / "again")
     assert (len(subband_plans), len(dm_plans)) == (1, 1)  # 24 blocks, 2 passes: one each
 
 
 def test_scratch_does_not_grow_with_the_number_of_blocks(observation, tmp_path):
-    cfg = pipeline.SearchConfig(dm_max=300.0, block_size=1024, classify=False,
+    cfg = search.SearchConfig(dm_max=300.0, block_size=1024, classify=False,
                                 write_h5=False, write_plots=False)  # fmt: skip
-    plan = pipeline.plan_search(observation, cfg)
+    plan = search.plan_search(observation, cfg)
     counts = []
     for n in (4, 11):  # first, n-2 middle blocks of one shape, and block n - 1
         before = default_pool.allocations
-        pipeline.search_segment([*range(n - 1), 11], observation, plan, tmp_path / str(n))
+        search.search_segment([*range(n - 1), 11], observation, plan, tmp_path / str(n))
         counts.append(default_pool.allocations - before)
     assert counts[0] == counts[1]  # reused by every middle block
 
@@ -110,8 +113,8 @@ def test_concurrent_subband_calls_agree_with_serial(rng):
 
 def test_cutouts_are_made_once_per_candidate(observation, tmp_path, monkeypatch):
     made = _counting(monkeypatch, CutoutMaker, "cutouts")
-    cfg = pipeline.SearchConfig(dm_max=300.0, max_outputs=5)  # classify, .h5 and PNGs
-    result = pipeline.run_search(observation, tmp_path, cfg)
+    cfg = search.SearchConfig(dm_max=300.0, max_outputs=5)  # classify, .h5 and PNGs
+    result = search.run_search(observation, tmp_path, cfg)
     assert result.candidates and len(made) == len(result.candidates)
     assert sum(k.startswith("h5:") for k in result.outputs) == min(5, len(result.candidates))
 
@@ -121,10 +124,10 @@ def test_plan_notes_channel_smearing_of_frequency_decimation(tmp_path):
                     nsamples=200_000)  # fmt: skip
     data = np.full((256, 200_000), 128, np.uint8)
     path = write_sigproc(tmp_path / "raw.fil", header, data)
-    coarse = pipeline.plan_search(path, pipeline.SearchConfig(dm_max=1000.0, freq_decimation=8))
+    coarse = search.plan_search(path, search.SearchConfig(dm_max=1000.0, freq_decimation=8))
     (note,) = coarse.notes
     assert "x8 frequency decimation smears a burst at DM" in note and "45.1 ms at 1205 MHz" in note
-    native = pipeline.plan_search(path, pipeline.SearchConfig(dm_max=1000.0))
+    native = search.plan_search(path, search.SearchConfig(dm_max=1000.0))
     assert native.notes == ()
 
 
@@ -136,14 +139,14 @@ def test_a_decimating_search_keeps_each_sample_once_in_a_file_per_block(observat
     block shares with the next is kept by the first); read back across a file boundary
     they are the decimated data's exact uint16 sums (8-bit data: half the bytes of
     float32)."""
-    from drafts_ops.detect.products import SearchedSamples
     from drafts_ops.io import open_observation
+    from drafts_ops.search.samples import SearchedSamples
 
-    cfg = pipeline.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
+    cfg = search.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
                                 block_size=1024)  # fmt: skip
-    plan = pipeline.plan_search(observation, cfg)
+    plan = search.plan_search(observation, cfg)
     assert len(plan.blocks) > 3
-    pipeline.search_segment(range(len(plan.blocks)), observation, plan, tmp_path)
+    search.search_segment(range(len(plan.blocks)), observation, plan, tmp_path)
     files = sorted(tmp_path.glob("searched_*.npy"))
     firsts = [int(p.stem.split("_")[1]) for p in files]
     lengths = [np.load(p, mmap_mode="r").shape[1] for p in files]
@@ -154,7 +157,7 @@ def test_a_decimating_search_keeps_each_sample_once_in_a_file_per_block(observat
     assert firsts[1] == plan.blocks[0].read_stop  # the first block kept its overlap too
     boundary = firsts[1]
     with open_observation(observation) as reader:
-        expected = pipeline.read_searched(reader, plan, boundary - 50, boundary + 50)
+        expected = search.read_searched(reader, plan, boundary - 50, boundary + 50)
     got = SearchedSamples.find(tmp_path, plan).read(boundary - 50, boundary + 50)
     assert got.dtype == np.uint16
     np.testing.assert_array_equal(got * np.float32(1 / 4), expected)
@@ -163,18 +166,18 @@ def test_a_decimating_search_keeps_each_sample_once_in_a_file_per_block(observat
 def test_a_decimating_search_reads_each_raw_sample_once(observation, tmp_path, monkeypatch):
     """Each block takes the samples it shares with the previous block from what that
     block kept, not from the file again: the file is read (and decimated) once."""
-    cfg = pipeline.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
+    cfg = search.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
                                 block_size=1024)  # fmt: skip
-    plan = pipeline.plan_search(observation, cfg)
+    plan = search.plan_search(observation, cfg)
     spans = []
-    real = pipeline.read_searched
+    real = search.read_searched
 
     def recording(reader, plan, start, stop, **kwargs):
         spans.append((start, stop))
         return real(reader, plan, start, stop, **kwargs)
 
-    monkeypatch.setattr(pipeline, "read_searched", recording)
-    pipeline.search_segment(range(len(plan.blocks)), observation, plan, tmp_path)
+    monkeypatch.setattr(samples, "read_searched", recording)
+    search.search_segment(range(len(plan.blocks)), observation, plan, tmp_path)
     assert len(spans) == len(plan.blocks)
     read = sum(b - a for a, b in spans)
     assert read == plan.blocks[-1].read_stop - plan.blocks[0].read_start
@@ -185,18 +188,18 @@ def test_decimating_segments_keep_each_sample_once_and_give_the_same_cutouts(obs
                                                                            tmp_path):  # fmt: skip
     """Blocks searched in two passes (as Dask workers search them) keep the samples
     contiguously between them, and the candidates and their cutouts equal one pass's."""
-    cfg = pipeline.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
+    cfg = search.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
                                 block_size=1024, classify=False)  # fmt: skip
-    one = pipeline.run_search(observation, tmp_path / "one", cfg, keep_intermediates=True)
-    two = pipeline.run_search(observation, tmp_path / "two", cfg, segments=2,
+    one = search.run_search(observation, tmp_path / "one", cfg, keep_intermediates=True)
+    two = search.run_search(observation, tmp_path / "two", cfg, segments=2,
                               keep_intermediates=True)  # fmt: skip
     files = sorted((tmp_path / "two" / "work").glob("searched_*.npy"))
     spans = [(int(p.stem.split("_")[1]), np.load(p, mmap_mode="r").shape[1]) for p in files]
     assert [a + n for a, n in spans][:-1] == [a for a, _ in spans][1:]
     assert spans[0][0] == two.plan.blocks[0].start
     assert one.candidates and one.candidates == two.candidates
-    ft_one, dt_one = pipeline.load_cutouts(tmp_path / "one" / "work" / "cutouts.npz")
-    ft_two, dt_two = pipeline.load_cutouts(tmp_path / "two" / "work" / "cutouts.npz")
+    ft_one, dt_one = search.load_cutouts(tmp_path / "one" / "work" / "cutouts.npz")
+    ft_two, dt_two = search.load_cutouts(tmp_path / "two" / "work" / "cutouts.npz")
     np.testing.assert_array_equal(ft_one, ft_two)
     np.testing.assert_array_equal(dt_one, dt_two)
 
@@ -208,7 +211,7 @@ def test_a_window_across_kept_files_copies_each_channel_only_as_far_as_its_cutou
     each only up to where its cutouts read (the high channels' delays are short); the
     cutouts equal those of the whole window."""
     from drafts_ops.detect.cutouts import channel_read_stops, cutout_pair
-    from drafts_ops.detect.products import READ_CHANNEL_CHUNK, SearchedSamples
+    from drafts_ops.search.samples import READ_CHANNEL_CHUNK, SearchedSamples
 
     rng = np.random.default_rng(2)
     header = HEADER.replace(nchans=4 * READ_CHANNEL_CHUNK, foff=-2.0)
@@ -240,32 +243,32 @@ def test_a_decimating_search_that_would_fill_the_disk_stops_before_searching(
     import shutil
 
     from drafts_ops.cli import storage_problem
-    from drafts_ops.detect.products import SearchedSamples
-    from drafts_ops.survey import storage_error
+    from drafts_ops.search.samples import SearchedSamples
+    from drafts_ops.survey.files import storage_error
 
-    cfg = pipeline.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
+    cfg = search.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
                                 block_size=1024)  # fmt: skip
-    plan = pipeline.plan_search(observation, cfg)
+    plan = search.plan_search(observation, cfg)
     need = SearchedSamples.disk_bytes(plan)
     assert need == plan.header.nchans * (plan.blocks[-1].stop - plan.blocks[0].start) * 2
     real = shutil.disk_usage
     monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=need - 1))
-    searched = _counting(monkeypatch, pipeline, "search_segment")
+    searched = _counting(monkeypatch, search_run, "search_segment")
     with pytest.raises(OSError) as raised:
-        pipeline.run_search(observation, tmp_path / "full", cfg)
+        search.run_search(observation, tmp_path / "full", cfg)
     err = raised.value
     assert err.errno == errno.ENOSPC and err.filename == str(tmp_path / "full" / "work")
     assert not searched
     figures = f"the {need / 2**20:,.0f} MiB of searched samples this decimating search"
     assert figures in storage_problem(err) and figures in storage_error(err)
     monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=need))
-    assert pipeline.run_search(observation, tmp_path / "room", cfg).candidates
+    assert search.run_search(observation, tmp_path / "room", cfg).candidates
 
 
 def test_kept_averages_that_are_not_sums_of_integers_stay_float32(tmp_path):
     """Averages of calibrated (float) data are kept as float32; a span across blocks kept
     both ways reads back as the averages."""
-    from drafts_ops.detect.products import SearchedSamples
+    from drafts_ops.search.samples import SearchedSamples
 
     rng = np.random.default_rng(1)
     sums = rng.integers(0, 255 * 4, (8, 100)).astype(np.float32)
@@ -303,25 +306,25 @@ def test_decimated_blocks_are_normalised_where_they_were_read(source, request, t
 
     observation = request.getfixturevalue(source)
 
-    cfg = pipeline.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
+    cfg = search.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
                                 block_size=1024)  # fmt: skip
-    plan = pipeline.plan_search(observation, cfg)
+    plan = search.plan_search(observation, cfg)
     dm_plan = plan.dm_plan()
     in_place = []
-    real = pipeline.search_block
+    real = streaming.search_block
 
     def recording(data, plan, block, dm_plan, buffers=None, **options):
         in_place.append(np.shares_memory(data, buffers.prepared))
         return real(data, plan, block, dm_plan, buffers, **options)
 
-    monkeypatch.setattr(pipeline, "search_block", recording)
-    got = Giants.load(pipeline.search_segment(range(len(plan.blocks)), observation, plan,
+    monkeypatch.setattr(streaming, "search_block", recording)
+    got = Giants.load(search.search_segment(range(len(plan.blocks)), observation, plan,
                                               tmp_path))  # fmt: skip
     assert in_place and all(in_place)
     kept = {np.load(p, mmap_mode="r").dtype for p in tmp_path.glob("searched_*.npy")}
     assert kept == {np.dtype(np.uint16 if source == "observation" else np.float32)}
     with open_observation(observation) as reader:
-        parts = [real(pipeline.read_searched(reader, plan, b.read_start, b.read_stop), plan, b,
+        parts = [real(search.read_searched(reader, plan, b.read_start, b.read_stop), plan, b,
                       dm_plan) for b in plan.blocks]  # fmt: skip
     expected = Giants.concatenate(parts)
     assert len(got) == len(expected) > 0
@@ -345,7 +348,7 @@ def _mapped_rss_kib(path) -> int:
 def test_kept_samples_pages_are_dropped_after_a_window(tmp_path):
     """Windows read from the kept samples leave no resident pages once released, so the
     cutouts stage does not grow with the number of candidates."""
-    from drafts_ops.detect.products import SearchedSamples
+    from drafts_ops.search.samples import SearchedSamples
 
     path = SearchedSamples.save(tmp_path / "kept.npy", np.ones((64, 100_000), np.float32))
     kept = SearchedSamples([(0, path)])
@@ -361,20 +364,20 @@ def test_a_decimating_search_holds_one_block_buffer_at_a_time(observation, tmp_p
     padding), the previous block's buffer is already gone: no block holds two."""
     import weakref
 
-    cfg = pipeline.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
+    cfg = search.SearchConfig(dm_max=300.0, time_decimation=2, freq_decimation=2,
                                 block_size=1024)  # fmt: skip
-    plan = pipeline.plan_search(observation, cfg)
+    plan = search.plan_search(observation, cfg)
     assert len({b.read_len for b in plan.blocks}) > 1
     earlier, alive_at_read = [], []
-    real = pipeline.read_searched
+    real = search.read_searched
 
     def watching(reader, plan, start, stop, *, out=None, **kw):
         alive_at_read.append([r() is not None for r in earlier if r() is not out])
         earlier.append(weakref.ref(out))
         return real(reader, plan, start, stop, out=out, **kw)
 
-    monkeypatch.setattr(pipeline, "read_searched", watching)
-    pipeline.search_segment(range(len(plan.blocks)), observation, plan, tmp_path)
+    monkeypatch.setattr(samples, "read_searched", watching)
+    search.search_segment(range(len(plan.blocks)), observation, plan, tmp_path)
     assert len(alive_at_read) == len(plan.blocks)
     assert not any(any(alive) for alive in alive_at_read)
 
@@ -402,13 +405,13 @@ def test_the_sub_band_search_hands_its_kernel_8_bit_samples(observation, tmp_pat
     monkeypatch.setattr(dedisp, "dedisperse", spy)
     base = {"dm_max": 300.0, "block_size": 4096, "classify": False, "write_h5": False,
             "write_plots": False}  # fmt: skip
-    found = pipeline.run_search(observation, tmp_path / "q",
-                                pipeline.SearchConfig(**base, **options))  # fmt: skip
+    found = search.run_search(observation, tmp_path / "q",
+                                search.SearchConfig(**base, **options))  # fmt: skip
     assert set(seen) == {np.dtype(kernel_dtype)}
-    monkeypatch.setattr(pipeline.SearchConfig, "quantises", property(lambda self: False))
+    monkeypatch.setattr(search.SearchConfig, "quantises", property(lambda self: False))
     seen.clear()
-    plain = pipeline.run_search(observation, tmp_path / "f",
-                                pipeline.SearchConfig(**base, **options))  # fmt: skip
+    plain = search.run_search(observation, tmp_path / "f",
+                                search.SearchConfig(**base, **options))  # fmt: skip
     assert set(seen) == {np.dtype(np.float32)}
     bursts = [(round(c.tcand_s, 2), round(c.dm)) for c in plain.candidates if c.snr > 10]
     assert len(bursts) == 2
@@ -427,13 +430,13 @@ def test_8_bit_blocks_are_quantised_over_the_samples_read(observation, tmp_path,
     from drafts_ops import dedisp
     from drafts_ops.detect.single_pulse import Giants
 
-    cfg = pipeline.SearchConfig(dm_max=300.0, block_size=4096)
-    plan = pipeline.plan_search(observation, cfg)
+    cfg = search.SearchConfig(dm_max=300.0, block_size=4096)
+    plan = search.plan_search(observation, cfg)
     last = plan.blocks[-1]
     assert cfg.quantises and len(plan.blocks) >= 3
     assert last.read_stop - last.read_start < last.read_len  # the last block is short
     given, read = [], []
-    real_dedisperse, real_read = dedisp.dedisperse, pipeline.read_searched
+    real_dedisperse, real_read = dedisp.dedisperse, search.read_searched
 
     def dedispersing(data, *args, **kwargs):
         given.append(data)
@@ -444,8 +447,8 @@ def test_8_bit_blocks_are_quantised_over_the_samples_read(observation, tmp_path,
         return read[-1]
 
     monkeypatch.setattr(dedisp, "dedisperse", dedispersing)
-    monkeypatch.setattr(pipeline, "read_searched", reading)
-    spent = Giants.load(pipeline.search_segment(range(len(plan.blocks)), observation, plan,
+    monkeypatch.setattr(samples, "read_searched", reading)
+    spent = Giants.load(search.search_segment(range(len(plan.blocks)), observation, plan,
                                                 tmp_path / "spent"))  # fmt: skip
     assert len(given) == len(read) == len(plan.blocks)
     assert all(np.shares_memory(g, r) for g, r in zip(given, read, strict=True))
@@ -454,10 +457,10 @@ def test_8_bit_blocks_are_quantised_over_the_samples_read(observation, tmp_path,
         read.append(real_read(reader, plan, start, stop))
         return read[-1]
 
-    monkeypatch.setattr(pipeline, "read_searched", new_arrays)
+    monkeypatch.setattr(samples, "read_searched", new_arrays)
     given.clear()
     read.clear()
-    kept = Giants.load(pipeline.search_segment(range(len(plan.blocks)), observation, plan,
+    kept = Giants.load(search.search_segment(range(len(plan.blocks)), observation, plan,
                                                tmp_path / "kept"))  # fmt: skip
     assert not any(np.shares_memory(g, r) for g, r in zip(given, read, strict=True))
     assert len(spent) == len(kept) > 0

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from drafts_ops.errors import ParameterError
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.io import open_observation
 from drafts_ops.simulate import (
     TRUTH_COLUMNS,

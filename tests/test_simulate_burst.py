@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import DMPlan, delay_table, dispersion_delay_s, smearing_s
 from drafts_ops.dedisp.reference import dedisperse_reference
 from drafts_ops.detect.single_pulse import boxcar_widths
-from drafts_ops.errors import ParameterError
 from drafts_ops.simulate import BurstSpec, SimulationConfig, burst_signal, simulate_array
 from drafts_ops.simulate.burst import FWHM_PER_SIGMA
 from drafts_ops.simulate.noise import NoiseModel

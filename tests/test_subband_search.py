@@ -8,13 +8,13 @@ import math
 import numpy as np
 import pytest
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp import dedisperse
 from drafts_ops.dedisp.plan import DMPlan, dispersion_delay_s
 from drafts_ops.detect.candidates import Candidate
 from drafts_ops.detect.single_pulse import trials_threshold
 from drafts_ops.detect.writers import read_csv, write_csv
-from drafts_ops.errors import ParameterError
-from drafts_ops.pipeline import SearchConfig, merge_block_results, plan_search, search_segment
+from drafts_ops.search import SearchConfig, merge_block_results, plan_search, search_segment
 
 QUIET = {"dm_min": 0.0, "dm_max": 1500.0, "write_h5": False, "write_plots": False,
          "classify": False}  # fmt: skip
@@ -156,12 +156,12 @@ def test_the_detector_sees_the_brightest_of_full_band_and_sub_band_rows(tmp_path
     scaled to the full band's noise (``sqrt(nchans / sub-band channels)``). With an
     operator that cannot pool them as it dedisperses (brute force), the sub-bands are
     dedispersed a few pooled rows of trials at a time (a small chunk forces several)."""
-    from drafts_ops import pipeline
     from drafts_ops.ml.inference import pool_dm_rows
+    from drafts_ops.search import dedispersion, streaming, subbands
     from drafts_ops.simulate import BurstSpec
 
     calls = []  # (channels, DM trials, output) of every dedispersion
-    real = pipeline._dedisperse
+    real = dedispersion.dedisperse_block
 
     def spy(data, dm_plan, config, out=None, **affine):
         result = real(data, dm_plan, config, out=out, **affine)
@@ -169,9 +169,9 @@ def test_the_detector_sees_the_brightest_of_full_band_and_sub_band_rows(tmp_path
         return result
 
     fake = _RecordingDetector()
-    monkeypatch.setattr(pipeline, "_dedisperse", spy)
-    monkeypatch.setattr(pipeline, "_load_detector", lambda: fake)
-    monkeypatch.setattr(pipeline, "SUBBAND_ROWS_CHUNK_MIB", 0.2)
+    monkeypatch.setattr(dedispersion, "dedisperse_block", spy)
+    monkeypatch.setattr(streaming, "shipped_detector", lambda: fake)
+    monkeypatch.setattr(subbands, "SUBBAND_ROWS_CHUNK_MIB", 0.2)
     burst = BurstSpec(t_s=2.0, dm=600.0, snr=3.5, width_s=2e-3, **NARROW)
     _search(tmp_path, burst, detector="ml", detector_subbands=4, algorithm="brute")
     plan = plan_search(tmp_path / "sim.fil", SearchConfig(**QUIET, detector="ml",
@@ -197,12 +197,12 @@ def test_the_sub_band_operator_pools_the_detectors_sub_band_rows_on_the_way(tmp_
     bands' pooled rows: the detector's input is the same maximum, with each sub-band's
     rows those of the full band's dedispersion of that sub-band's channels alone (the
     other channels zeroed: the same stage-1 rows), and no sub-band is dedispersed again."""
-    from drafts_ops import pipeline
     from drafts_ops.ml.inference import pool_dm_rows
+    from drafts_ops.search import dedispersion, streaming
     from drafts_ops.simulate import BurstSpec
 
     calls = []  # (kernel input, plan, affine, output, pooling filled)
-    real = pipeline._dedisperse
+    real = dedispersion.dedisperse_block
 
     def spy(data, dm_plan, config, out=None, pooling=None, **affine):
         result = real(data, dm_plan, config, out=out, pooling=pooling, **affine)
@@ -211,8 +211,8 @@ def test_the_sub_band_operator_pools_the_detectors_sub_band_rows_on_the_way(tmp_
         return result
 
     fake = _RecordingDetector()
-    monkeypatch.setattr(pipeline, "_dedisperse", spy)
-    monkeypatch.setattr(pipeline, "_load_detector", lambda: fake)
+    monkeypatch.setattr(dedispersion, "dedisperse_block", spy)
+    monkeypatch.setattr(streaming, "shipped_detector", lambda: fake)
     burst = BurstSpec(t_s=2.0, dm=600.0, snr=3.5, width_s=2e-3, **NARROW)
     _search(tmp_path, burst, detector="ml", detector_subbands=4)
     plan = plan_search(tmp_path / "sim.fil", SearchConfig(**QUIET, detector="ml",
@@ -233,7 +233,7 @@ def test_the_sub_band_operator_pools_the_detectors_sub_band_rows_on_the_way(tmp_
 
 
 def test_sub_bands_need_fewer_dm_trials_the_less_they_sweep():
-    from drafts_ops.pipeline import subband_trial_stride
+    from drafts_ops.search.subbands import subband_trial_stride
 
     freqs = 1500.0 - np.arange(1024) * 500 / 1024  # FAST-like, file order: top first
     strides = [subband_trial_stride(freqs, c, c + 256) for c in (0, 256, 512, 768)]

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.dedisp.reference import dedisperse_reference
 from drafts_ops.detect.candidates import Candidate
-from drafts_ops.errors import ParameterError
 from drafts_ops.validation import DelayFault, Thresholds, ValidationConfig, validate_files
 from drafts_ops.validation.agreement import match_candidates
 from drafts_ops.validation.parity import compare_outputs, locate_differences

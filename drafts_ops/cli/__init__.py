@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 
 from drafts_ops import __version__
-from drafts_ops.errors import DraftsError
+from drafts_ops.core.errors import DraftsError
 
 #: Science sub-commands, in the order ``drafts --help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (

@@ -73,7 +73,7 @@ def _add_search_parser(targets) -> None:
 
 def run_search_bench(args: argparse.Namespace) -> int:
     from drafts_ops.bench_search import format_table, results_json, run_search_bench
-    from drafts_ops.platform import platform_info
+    from drafts_ops.core.hardware import platform_info
 
     extra = {}
     for name in ("memory_budget_mib", "detector", "search_subbands", "detector_subbands"):
@@ -94,7 +94,7 @@ def run_search_bench(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from drafts_ops.bench import BenchConfig, format_table, results_json, run_bench
-    from drafts_ops.platform import platform_info
+    from drafts_ops.core.hardware import platform_info
 
     config = BenchConfig(
         nchans=args.nchans,

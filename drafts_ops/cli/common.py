@@ -10,9 +10,9 @@ import argparse
 import inspect
 from typing import Any
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.modes import BACKENDS
 from drafts_ops.dedisp.plan import DMPlan
-from drafts_ops.errors import ParameterError
 
 #: DM tolerance of the trial spacing rule: DMPlan's default.
 DEFAULT_DM_TOL: float = inspect.signature(DMPlan.from_header).parameters["dm_tol"].default

@@ -122,8 +122,8 @@ def evaluation_setup(args: argparse.Namespace):
 
 def run_classifier(args: argparse.Namespace) -> int:
     """``drafts evaluate classifier``: the classifier on held-out harvested candidates."""
-    from drafts_ops.atomic import write_text_atomic
-    from drafts_ops.errors import ParameterError
+    from drafts_ops.core.atomic import write_text_atomic
+    from drafts_ops.core.errors import ParameterError
     from drafts_ops.ml import harvest
     from drafts_ops.ml.inference import load_classifier
 

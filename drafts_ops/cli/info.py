@@ -8,7 +8,7 @@ import math
 import sys
 from pathlib import Path
 
-from drafts_ops.errors import DraftsError
+from drafts_ops.core.errors import DraftsError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

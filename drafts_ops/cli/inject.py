@@ -34,9 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def search_config(pairs: list[str]):
-    """A :class:`~drafts_ops.pipeline.SearchConfig` from ``KEY=VALUE`` strings (JSON values)."""
+    """A :class:`~drafts_ops.search.SearchConfig` from ``KEY=VALUE`` strings (JSON values)."""
     from drafts_ops.cli.common import parse_params
-    from drafts_ops.pipeline import SearchConfig
+    from drafts_ops.search import SearchConfig
 
     return SearchConfig.from_dict(parse_params(pairs))
 

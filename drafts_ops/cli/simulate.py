@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from drafts_ops.errors import ParameterError
+from drafts_ops.core.errors import ParameterError
 
 _RFI_HELP = (
     "inject RFI: KIND[:COUNT[:STRENGTH]] with KIND persistent, impulsive or drifting "
@@ -216,8 +216,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_multibeam(args: argparse.Namespace, config) -> int:
     """``--beams``: one file per beam (see :func:`drafts_ops.simulate.write_multibeam`)."""
-    from drafts_ops.beams import load_layout
     from drafts_ops.simulate import write_multibeam
+    from drafts_ops.survey.beams import load_layout
 
     layout = load_layout(args.beams)
     positions = args.beam_position or [list(layout.positions[layout.beams[0]])]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from drafts_ops.errors import ParameterError
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.ml import MODEL_KINDS
 
 

@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from drafts_ops.errors import OperatorError
+from drafts_ops.core.errors import OperatorError
 
 
 @functools.cache

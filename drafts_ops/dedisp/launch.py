@@ -41,9 +41,9 @@ import numba
 import numpy as np
 from numba.core.dispatcher import Dispatcher
 
-from drafts_ops.atomic import atomic_path, write_json_atomic, write_text_atomic
+from drafts_ops.core.atomic import atomic_path, write_json_atomic, write_text_atomic
+from drafts_ops.core.errors import OperatorError
 from drafts_ops.dedisp.modes import BACKENDS, Backend
-from drafts_ops.errors import OperatorError
 
 Dim = int | Sequence[int]
 #: Leading parameters of every kernel body: block, thread, block_dim.

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from drafts_ops.core.errors import OperatorError
 from drafts_ops.dedisp import registry
 from drafts_ops.dedisp.brute import brute_cpu
 from drafts_ops.dedisp.decimate import decimate_time, upsample_rows
@@ -24,7 +25,6 @@ from drafts_ops.dedisp.registry import Algorithm, Backend, Mode, OperatorSpec
 from drafts_ops.dedisp.subband import BandPooling
 from drafts_ops.dedisp.tiling import TilingPlan, plan_cpu_tiling, plan_cuda_tiling
 from drafts_ops.dedisp.workspace import WorkspacePool, default_pool
-from drafts_ops.errors import OperatorError
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from drafts_ops.errors import ParameterError
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.io.header import Header
 
 #: Dispersion constant, s MHz^2 pc^-1 cm^3.

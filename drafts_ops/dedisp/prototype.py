@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
+from drafts_ops.core.errors import OperatorError
 from drafts_ops.dedisp.kernels import dedisperse_thread
 from drafts_ops.dedisp.launch import Dim, Kernel, launch
 from drafts_ops.dedisp.modes import Backend
 from drafts_ops.dedisp.plan import DMPlan
-from drafts_ops.errors import OperatorError
 
 #: The prototype kernel: writes ``out``.
 DEDISPERSE_KERNEL = Kernel(dedisperse_thread, outputs=("out",))

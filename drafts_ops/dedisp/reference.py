@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from drafts_ops.errors import OperatorError
+from drafts_ops.core.errors import OperatorError
 
 
 def dedisperse_reference(data: np.ndarray, delays: np.ndarray) -> np.ndarray:

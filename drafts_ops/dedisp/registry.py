@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from drafts_ops.core.errors import OperatorError
 from drafts_ops.dedisp.modes import ALGORITHMS, BACKENDS, MODES, Algorithm, Backend, Mode
-from drafts_ops.errors import OperatorError
 
 __all__ = ["ALGORITHMS", "BACKENDS", "MODES", "Algorithm", "Backend", "Mode", "OperatorSpec"]
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from drafts_ops.atomic import atomic_path
+from drafts_ops.core.atomic import atomic_path
+from drafts_ops.core.errors import OperatorError, ParameterError
 from drafts_ops.dedisp.modes import MODES, Algorithm, Backend, Mode
 from drafts_ops.dedisp.plan import DMPlan
-from drafts_ops.errors import OperatorError, ParameterError
 from drafts_ops.io.reader import ObservationReader
 
 #: DM–time output formats, by file suffix.

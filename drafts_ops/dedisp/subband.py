@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit, prange
 
+from drafts_ops.core.errors import OperatorError
 from drafts_ops.dedisp.brute import _add1, _add4, _add8, accumulate_channels, tile_origin
 from drafts_ops.dedisp.plan import smearing_s
-from drafts_ops.errors import OperatorError
 
 #: Delay error (samples) always allowed inside a sub-band.
 DEFAULT_TOL_MIN = 1.0

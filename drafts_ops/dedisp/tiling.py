@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from drafts_ops.errors import OperatorError
+from drafts_ops.core.errors import OperatorError
 
 _CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
 _DEFAULT_CACHE = {"L1d": 32 * 1024, "L2": 512 * 1024, "L3": 8 * 1024 * 1024}

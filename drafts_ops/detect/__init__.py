@@ -11,5 +11,5 @@ Modules (each small, importable on its own):
 * :mod:`~drafts_ops.detect.plots` — diagnostic PNGs
 * :mod:`~drafts_ops.detect.kernels` — the numba kernels behind them
 
-The stages of a whole search are in :mod:`drafts_ops.pipeline`.
+The stages of a whole search are in :mod:`drafts_ops.search`.
 """

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.detect.cluster import Clusters
 from drafts_ops.detect.single_pulse import Giants
-from drafts_ops.errors import ParameterError
 
 
 @dataclass(frozen=True, kw_only=True)

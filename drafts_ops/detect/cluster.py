@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import dispersion_delay_s
 from drafts_ops.detect.kernels import friends_of_friends
 from drafts_ops.detect.single_pulse import Giants
-from drafts_ops.errors import ParameterError
 
 if TYPE_CHECKING:
     from drafts_ops.detect.candidates import Candidate

@@ -28,6 +28,7 @@ import functools
 
 import numpy as np
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import delay_table
 from drafts_ops.detect.kernels import (
     normalised_phased_sums,
@@ -36,7 +37,6 @@ from drafts_ops.detect.kernels import (
     strided_shift,
 )
 from drafts_ops.detect.preprocess import channel_location_scale
-from drafts_ops.errors import ParameterError
 from drafts_ops.io.reader import transpose_into
 
 #: Samples per channel (the start of the window) from which a cutout's median and IQR are

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from drafts_ops.atomic import atomic_path
+from drafts_ops.core.atomic import atomic_path
 from drafts_ops.detect.candidates import Candidate
 from drafts_ops.detect.cutouts import time_decimation_factor
 

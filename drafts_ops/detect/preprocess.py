@@ -13,6 +13,7 @@ from typing import Literal
 
 import numpy as np
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.detect.kernels import (
     QUANTISED_ZERO,
     channel_median_mad_int,
@@ -25,7 +26,6 @@ from drafts_ops.detect.kernels import (
     quantise_normalised_in_place,
     quantise_normalised_into,
 )
-from drafts_ops.errors import ParameterError
 from drafts_ops.io.header import Header
 
 NormMethod = Literal["mad", "iqr"]

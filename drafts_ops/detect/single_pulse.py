@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from drafts_ops.atomic import atomic_path
+from drafts_ops.core.atomic import atomic_path
+from drafts_ops.core.errors import ObservationError, ParameterError
 from drafts_ops.detect.kernels import run_peaks, search_rows
-from drafts_ops.errors import ObservationError, ParameterError
 
 
 def boxcar_widths(max_width: int) -> np.ndarray:

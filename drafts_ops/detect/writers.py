@@ -11,9 +11,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from drafts_ops.atomic import atomic_path, write_text_atomic
+from drafts_ops.core.atomic import atomic_path, write_text_atomic
+from drafts_ops.core.errors import ObservationError, ParameterError
 from drafts_ops.detect.candidates import CSV_FIELDS, Candidate
-from drafts_ops.errors import ObservationError, ParameterError
 from drafts_ops.io.header import Header
 
 _OPTIONAL = ("detector_score", "classifier_prob", "subband")

@@ -12,7 +12,7 @@ from typing import Literal
 
 import numpy as np
 
-from drafts_ops.errors import ObservationError
+from drafts_ops.core.errors import ObservationError
 from drafts_ops.io.header import Header
 from drafts_ops.io.reader import ObservationReader
 

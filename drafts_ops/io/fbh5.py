@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from drafts_ops.atomic import atomic_path
-from drafts_ops.errors import ObservationError
+from drafts_ops.core.atomic import atomic_path
+from drafts_ops.core.errors import ObservationError
 from drafts_ops.io import bits
 from drafts_ops.io.header import HEADER_KEYWORDS, Header
 from drafts_ops.io.reader import (

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from drafts_ops.errors import ObservationError
+from drafts_ops.core.errors import ObservationError
 
 #: Sample sizes the readers can unpack (bits per sample).
 SUPPORTED_NBITS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from drafts_ops.atomic import atomic_path
-from drafts_ops.errors import ObservationError, ParameterError
+from drafts_ops.core.atomic import atomic_path
+from drafts_ops.core.errors import ObservationError, ParameterError
 from drafts_ops.io import bits
 from drafts_ops.io.header import (
     TELESCOPE_NAMES,

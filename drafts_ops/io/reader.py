@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from drafts_ops.errors import ObservationError, ParameterError
+from drafts_ops.core.errors import ObservationError, ParameterError
 from drafts_ops.io import bits
 from drafts_ops.io.header import Header
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from drafts_ops.errors import ObservationError
+from drafts_ops.core.errors import ObservationError
 from drafts_ops.io.header import Header
 from drafts_ops.io.reader import ObservationReader
 

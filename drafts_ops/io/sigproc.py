@@ -16,8 +16,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from drafts_ops.atomic import atomic_path
-from drafts_ops.errors import ObservationError
+from drafts_ops.core.atomic import atomic_path
+from drafts_ops.core.errors import ObservationError
 from drafts_ops.io import bits
 from drafts_ops.io.header import HEADER_KEYWORDS, KEYWORDS_BY_NAME, Header
 from drafts_ops.io.reader import (

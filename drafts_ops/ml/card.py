@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from drafts_ops.atomic import write_text_atomic
+from drafts_ops.core.atomic import write_text_atomic
 from drafts_ops.ml import data
 from drafts_ops.ml import preprocess as pp
 from drafts_ops.ml.evaluate import Evaluation, results_markdown, summary_at_8

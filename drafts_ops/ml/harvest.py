@@ -1,10 +1,10 @@
 """Classifier examples harvested from the search itself, in the survey bands.
 
-The classifier sees, in a survey, the cutouts :func:`drafts_ops.pipeline.make_cutouts`
+The classifier sees, in a survey, the cutouts :func:`drafts_ops.search.make_cutouts`
 makes for the candidates the search finds. So its training data are exactly those: seeded
 observations in the survey bands (:data:`HARVEST_BANDS`, each with its decimation), with
 bursts and every RFI kind in the same files (:func:`drafts_ops.evaluation.
-observation_configs`), searched by :func:`~drafts_ops.pipeline.run_search` with the
+observation_configs`), searched by :func:`~drafts_ops.search.run_search` with the
 classical detector and its sub-band search (:data:`HARVEST_SEARCH`) to DM 3000. Each
 candidate's saved cutouts become one example, labelled a burst when it matches an
 injected burst (:func:`drafts_ops.evaluation.match_candidates`) and otherwise a negative
@@ -89,7 +89,7 @@ class CandidatePool:
 
     def save(self, path: str | Path) -> Path:
         """Write the pool to ``path`` (``.npz``, atomically)."""
-        from drafts_ops.atomic import atomic_path
+        from drafts_ops.core.atomic import atomic_path
 
         with atomic_path(Path(path)) as tmp, tmp.open("wb") as fh:
             np.savez(fh, freq_time=self.freq_time, dm_time=self.dm_time, labels=self.labels,
@@ -157,7 +157,7 @@ def harvest_file(
         search_for_evaluation,
         truth_bursts,
     )
-    from drafts_ops.pipeline import WORK_DIR, load_cutouts
+    from drafts_ops.search import WORK_DIR, load_cutouts
 
     out = work / f"{path.stem}-harvest"
     result = search_for_evaluation(path, out, band, "classical", dm_max, options,
@@ -295,7 +295,7 @@ class DetectorImages:
         """Write to ``path`` (``.npz``, atomically)."""
         import json
 
-        from drafts_ops.atomic import atomic_path
+        from drafts_ops.core.atomic import atomic_path
 
         with atomic_path(Path(path)) as tmp, tmp.open("wb") as fh:
             np.savez(fh, images=self.images, centres=json.dumps(self.centres),
@@ -332,7 +332,7 @@ def pooled_dm_time(
     detector's input in a search with ``--detector-subbands N`` (the same rows raised to
     the sub-bands' where those are higher), from the same pass.
     """
-    from drafts_ops.pipeline import SearchConfig, plan_search, search_segment
+    from drafts_ops.search import SearchConfig, plan_search, search_segment
 
     ml = {"detector": "both", "detector_subbands": subbands} if subbands > 1 else {}
     config = SearchConfig(dm_max=dm_max, classify=False, write_h5=False, write_plots=False,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from drafts_ops.errors import ModelError, ParameterError
+from drafts_ops.core.errors import ModelError, ParameterError
 from drafts_ops.ml import preprocess as pp
 from drafts_ops.ml.manifest import verify_model
 
@@ -83,8 +83,8 @@ def _session(path: Path):
 def _model_path(path: str | Path | None, name: str) -> Path:
     if path is not None:
         return Path(path)
-    from drafts_ops.errors import DraftsError
-    from drafts_ops.resources import resource_dir
+    from drafts_ops.core.errors import DraftsError
+    from drafts_ops.core.resources import resource_dir
 
     try:
         return resource_dir("models") / name
@@ -344,7 +344,7 @@ def decode_heatmap(
 def load_classifier(path: str | Path | None = None) -> Classifier:
     """The burst classifier; ``path`` defaults to the shipped ``models/classifier.onnx``.
 
-    Raises :class:`~drafts_ops.errors.ModelError` when the file is missing or its sha256
+    Raises :class:`~drafts_ops.core.errors.ModelError` when the file is missing or its sha256
     differs from ``manifest.json`` beside it.
     """
     return Classifier(verify_model(_model_path(path, CLASSIFIER_FILE)))
@@ -353,7 +353,7 @@ def load_classifier(path: str | Path | None = None) -> Classifier:
 def load_detector(path: str | Path | None = None) -> Detector:
     """The DM-time detector; ``path`` defaults to the shipped ``models/detector.onnx``.
 
-    Raises :class:`~drafts_ops.errors.ModelError` when the file is missing or its sha256
+    Raises :class:`~drafts_ops.core.errors.ModelError` when the file is missing or its sha256
     differs from ``manifest.json`` beside it.
     """
     return Detector(verify_model(_model_path(path, DETECTOR_FILE)))

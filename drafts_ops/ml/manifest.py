@@ -1,7 +1,7 @@
 """The model manifest: ``models/manifest.json`` records the sha256 of every shipped model.
 
 Inference refuses a model file whose hash differs from the manifest, so a truncated
-download or a stale file is a clear :class:`~drafts_ops.errors.ModelError`, not a silent
+download or a stale file is a clear :class:`~drafts_ops.core.errors.ModelError`, not a silent
 wrong answer.
 """
 
@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from drafts_ops.atomic import write_json_atomic
-from drafts_ops.errors import ModelError
+from drafts_ops.core.atomic import write_json_atomic
+from drafts_ops.core.errors import ModelError
 
 MANIFEST_NAME = "manifest.json"
 

@@ -27,7 +27,7 @@ from typing import Literal
 
 import numpy as np
 
-from drafts_ops.errors import ParameterError
+from drafts_ops.core.errors import ParameterError
 
 #: Side of the classifier's square inputs after resampling.
 CLASSIFIER_SIZE = 64

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from drafts_ops.errors import DraftsError
+from drafts_ops.core.errors import DraftsError
 from drafts_ops.ml import ModelKind
 from drafts_ops.ml import preprocess as pp
 
@@ -377,7 +377,7 @@ def _load_examples(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _save_examples(examples: tuple[np.ndarray, np.ndarray, np.ndarray], path: Path) -> None:
-    from drafts_ops.atomic import atomic_path
+    from drafts_ops.core.atomic import atomic_path
 
     ft, dt, labels = examples
     with atomic_path(path) as tmp, tmp.open("wb") as fh:
@@ -414,7 +414,7 @@ def _finish(
 
 # -- export -------------------------------------------------------------------------------
 def _export(model, args: tuple, path: Path, *, inputs, outputs, dynamic_axes) -> Path:
-    from drafts_ops.atomic import atomic_path
+    from drafts_ops.core.atomic import atomic_path
 
     torch = require_torch()
     model.eval()

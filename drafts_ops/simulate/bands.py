@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import dispersion_delay_s
-from drafts_ops.errors import ParameterError
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class SurveyBand:
                 "tsamp": self.tsamp}  # fmt: skip
 
     def search_options(self) -> dict[str, int]:
-        """The :class:`~drafts_ops.pipeline.SearchConfig` decimation of this band."""
+        """The :class:`~drafts_ops.search.SearchConfig` decimation of this band."""
         return {"time_decimation": self.time_decimation, "freq_decimation": self.freq_decimation}
 
 

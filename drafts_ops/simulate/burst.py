@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import delay_table, dispersion_delay_s, smearing_s
 from drafts_ops.detect.single_pulse import boxcar_widths
-from drafts_ops.errors import ParameterError
 from drafts_ops.simulate import kernels
 
 #: FWHM of a Gaussian in units of its standard deviation.

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from drafts_ops.core.errors import ObservationError, ParameterError
 from drafts_ops.dedisp.plan import dispersion_delay_s
-from drafts_ops.errors import ObservationError, ParameterError
 from drafts_ops.io.header import Header
 from drafts_ops.simulate.burst import BurstSpec
 from drafts_ops.simulate.noise import BANDPASSES, NOISE_LEVELS, Bandpass

@@ -15,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from drafts_ops.errors import ParameterError
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.io.bits import SAMPLE_DTYPES
 from drafts_ops.simulate import kernels
 

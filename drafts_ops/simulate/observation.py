@@ -176,7 +176,7 @@ def write_multibeam(
     import dataclasses
     import json
 
-    from drafts_ops.atomic import write_text_atomic
+    from drafts_ops.core.atomic import write_text_atomic
 
     out = Path(out_dir)
     files: dict[int, Path] = {}

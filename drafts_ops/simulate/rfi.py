@@ -16,7 +16,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from drafts_ops.errors import ParameterError
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.simulate.burst import (
     FWHM_PER_SIGMA,
     BurstSpec,

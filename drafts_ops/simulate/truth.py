@@ -21,8 +21,8 @@ import io
 import math
 from pathlib import Path
 
-from drafts_ops.atomic import write_text_atomic
-from drafts_ops.errors import ObservationError
+from drafts_ops.core.atomic import write_text_atomic
+from drafts_ops.core.errors import ObservationError
 
 TRUTH_COLUMNS: tuple[str, ...] = (
     "kind",

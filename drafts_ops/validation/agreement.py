@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from drafts_ops.atomic import atomic_path
+from drafts_ops.core.atomic import atomic_path
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.detect.candidates import Candidate, candidates_from_clusters
 from drafts_ops.detect.cluster import cluster_giants

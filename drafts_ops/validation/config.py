@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from drafts_ops.errors import ParameterError
+from drafts_ops.core.errors import ParameterError
 
 #: Algorithms whose output must equal the prototype's (others are approximations whose
 #: S/N loss is bounded instead).

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import DMPlan
-from drafts_ops.errors import ParameterError
 from drafts_ops.validation.runner import Runner
 
 #: DM rows listed individually in reports (the count is always given).

@@ -12,7 +12,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from drafts_ops.atomic import write_json_atomic, write_text_atomic
+from drafts_ops.core.atomic import write_json_atomic, write_text_atomic
 from drafts_ops.validation.runner import BASELINE
 from drafts_ops.validation.stages import FileResult, ValidationReport
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from drafts_ops.atomic import atomic_path
+from drafts_ops.core.atomic import atomic_path
+from drafts_ops.core.errors import OperatorError, ParameterError
 from drafts_ops.dedisp.plan import DMPlan
-from drafts_ops.errors import OperatorError, ParameterError
 from drafts_ops.io import open_observation
 from drafts_ops.validation.config import DelayFault
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import DMPlan
-from drafts_ops.errors import ParameterError
 from drafts_ops.io import open_observation
 from drafts_ops.io.header import Header
 from drafts_ops.validation import agreement as agr
@@ -301,7 +301,7 @@ def validate_file(
 
 
 def build_report(results: list[FileResult], config: ValidationConfig) -> ValidationReport:
-    from drafts_ops.platform import platform_info
+    from drafts_ops.core.hardware import platform_info
 
     return ValidationReport(list(results), config.to_dict(), platform_info())
 

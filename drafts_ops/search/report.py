@@ -3,8 +3,7 @@
 One file, no external URL: the candidate table (sortable by a click on a column), a
 thumbnail of each candidate's DM-time cutout (linking to its PNG where one was drawn), a
 time-DM scatter of all candidates sized by S/N, the channels the search masked, and the
-stage timings of ``perf.json``. Images are inline PNG ``data:`` URIs. A survey gets an
-``index.html`` over its files and beam groups (:func:`write_survey_index`).
+stage timings of ``perf.json``. Images are inline PNG ``data:`` URIs.
 """
 
 from __future__ import annotations
@@ -18,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from drafts_ops.atomic import write_text_atomic
+from drafts_ops.core.atomic import write_text_atomic
 from drafts_ops.detect.candidates import Candidate
+from drafts_ops.search.stages import load_cutouts
 
 REPORT_FILE = "report.html"
-INDEX_FILE = "index.html"
 
 _STYLE = """
 body{font-family:sans-serif;margin:1.5em;color:#222}h1{font-size:1.4em}h2{font-size:1.1em}
@@ -56,6 +55,7 @@ def _png(fig) -> str:
 
 
 def _figure(width: float, height: float):
+    # matplotlib is imported when a page is drawn, not with the search (~0.5 s)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -66,7 +66,7 @@ def _figure(width: float, height: float):
 
 def thumbnail(image: np.ndarray, size: int = 64) -> str:
     """A small grey-scale PNG ``data:`` URI of a 2-D image (block-averaged to ``size``)."""
-    import matplotlib.image
+    import matplotlib.image  # lazy: see _figure
 
     a = np.asarray(image, np.float32)
     fy, fx = max(1, a.shape[0] // size), max(1, a.shape[1] // size)
@@ -142,7 +142,6 @@ def write_search_report(
     masked: np.ndarray | None = None,
 ) -> Path:
     """Write ``out/report.html`` for a finished search (see the module docstring)."""
-    from drafts_ops.pipeline import load_cutouts
 
     _, dm_time = load_cutouts(cutouts)
     header = plan.header
@@ -187,10 +186,13 @@ def write_search_report(
 <h2>Candidates (click a column to sort)</h2>{table}{masked_html}
 <h2>Performance</h2><table><tr><th>stage</th><th>wall s</th><th>CPU s</th><th>peak RSS MiB</th>
 </tr>{perf_rows}</table>"""
-    return write_text_atomic(out / REPORT_FILE, _page(f"drafts-ops: {Path(plan.path).name}", body))
+    return write_text_atomic(
+        out / REPORT_FILE, html_page(f"drafts-ops: {Path(plan.path).name}", body)
+    )
 
 
-def _page(title: str, body: str) -> str:
+def html_page(title: str, body: str) -> str:
+    """A self-contained HTML page (the reports' style and table sorting inline)."""
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
             f"</title><style>{_STYLE}</style></head><body>{body}<script>{_SORT}</script>"
             "</body></html>\n")  # fmt: skip
@@ -207,34 +209,3 @@ def markdown_summary(candidates: Sequence[Candidate], path: str, top: int = 10) 
         lines.append(f"| {c.tcand_s:.4f} | {c.dm:.1f} | {c.snr:.1f} | {c.width_s * 1e3:.2f} "
                      f"| {prob} |")  # fmt: skip
     return "\n".join(lines) + "\n"
-
-
-def write_survey_index(out: Path, ledger: Any, groups: Sequence[Mapping[str, Any]]) -> Path:
-    """``out/index.html``: every file of a survey with its state, candidates and report,
-    and every beam group with its counts before and after coincidence."""
-    from drafts_ops.survey import file_out_dir
-
-    rows = []
-    for key, entry in sorted(ledger.entries.items()):
-        report = file_out_dir(out, key) / REPORT_FILE
-        link = (f'<a href="{report.relative_to(out).as_posix()}">report</a>'
-                if report.exists() else "")  # fmt: skip
-        rows.append(f"<tr><td style='text-align:left'>{html.escape(key)}</td>"
-                    f"<td>{html.escape(entry.status)}</td><td>{entry.candidates}</td>"
-                    f"<td>{html.escape(entry.error or '')}</td><td>{link}</td></tr>")  # fmt: skip
-    group_rows = "".join(
-        f"<tr><td style='text-align:left'>{html.escape(str(g['group']))}</td>"
-        f"<td>{len(g['beams'])}</td><td>{html.escape(str(g['missing_beams']))}</td>"
-        f"<td>{g['candidates_before']}</td><td>{g['candidates_after']}</td>"
-        f"<td>{g['rfi_flagged']}</td></tr>"
-        for g in groups
-    )
-    body = ("<h1>Survey</h1><h2>Files</h2><table class='sortable'><thead><tr><th>file</th>"
-            "<th>state</th><th>candidates</th><th>error</th><th>report</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>")  # fmt: skip
-    if groups:
-        heads = ("group", "beams", "missing", "candidates", "after coincidence", "flagged RFI")
-        body += ("<h2>Beam groups</h2><table class='sortable'><thead><tr>"
-                 + "".join(f"<th>{h}</th>" for h in heads)
-                 + "</tr></thead><tbody>" + group_rows + "</tbody></table>")  # fmt: skip
-    return write_text_atomic(out / INDEX_FILE, _page("drafts-ops survey", body))

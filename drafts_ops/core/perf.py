@@ -71,8 +71,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from drafts_ops.atomic import write_json_atomic
-from drafts_ops.errors import DraftsError
+from drafts_ops.core.atomic import write_json_atomic
+from drafts_ops.core.errors import DraftsError
 
 SCHEMA = "drafts-ops/perf"
 SCHEMA_VERSION = 1

@@ -14,9 +14,9 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from drafts_ops.errors import DraftsError, ParameterError
+from drafts_ops.core.errors import DraftsError, ParameterError
 
-_CHECKOUT = Path(__file__).resolve().parents[1]
+_CHECKOUT = Path(__file__).resolve().parents[2]
 #: The kinds of shipped files.
 RESOURCE_KINDS = ("data", "models", "deploy")
 

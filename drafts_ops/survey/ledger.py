@@ -32,8 +32,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from drafts_ops.atomic import write_json_atomic
-from drafts_ops.errors import DraftsError
+from drafts_ops.core.atomic import write_json_atomic
+from drafts_ops.core.errors import DraftsError
 
 Status = Literal["running", "done", "failed", "quarantined", "unusable"]
 LEDGER_FILENAME = "ledger.json"

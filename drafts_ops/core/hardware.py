@@ -104,7 +104,7 @@ def platform_info() -> dict[str, Any]:
 def _cached_kernel_modules() -> tuple[Path, ...]:
     """The package's modules with Numba kernels cached on disk (``cache=True``); read once
     per process (each search then only checks their modification times and sizes)."""
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # the drafts_ops package
     return tuple(sorted(p for p in root.rglob("*.py")
                         if "cache=True" in p.read_text(errors="ignore")))  # fmt: skip
 

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from drafts_ops.atomic import write_text_atomic
-from drafts_ops.errors import DraftsError, ObservationError
+from drafts_ops.core.atomic import write_text_atomic
+from drafts_ops.core.errors import DraftsError, ObservationError
 from drafts_ops.io import open_observation
 from drafts_ops.io.header import Header
 
@@ -239,16 +239,16 @@ def coincide_groups(
 ) -> list[dict[str, object]]:
     """Coincidence of every beam group whose files are done (or partly done).
 
-    Groups files by beam (:func:`drafts_ops.beams.beam_groups`) from the ledger's keys;
+    Groups files by beam (:func:`drafts_ops.survey.beams.beam_groups`) from the ledger's keys;
     for each group, reads the finished beams' candidates, runs
-    :func:`~drafts_ops.beams.coincidence`, writes ``OUT/groups/<group>.csv`` and records
+    :func:`~drafts_ops.survey.beams.coincidence`, writes ``OUT/groups/<group>.csv`` and records
     the group in the ledger. Beams not (yet) searched or broken are listed as missing; the
     group is processed with the beams that exist. Rebuilds ``OUT/beam_candidates.csv``
     (every group's candidates with the coincidence columns and a ``group`` column).
     Returns one summary per group.
     """
-    from drafts_ops.beams import beam_groups, coincidence, load_layout, write_group
     from drafts_ops.detect.writers import read_csv
+    from drafts_ops.survey.beams import beam_groups, coincidence, load_layout, write_group
 
     layout = load_layout(layout_name)
     out = Path(out_dir)

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import dispersion_delay_s
 from drafts_ops.detect.candidates import Candidate
-from drafts_ops.errors import ParameterError
 
 #: Beams a real source can light at once, by default (of 19 or 13).
 DEFAULT_MAX_BEAMS = 4
@@ -320,7 +320,7 @@ def write_group(result: GroupResult, path: str | Path) -> Path:
     import csv
     import io
 
-    from drafts_ops.atomic import write_text_atomic
+    from drafts_ops.core.atomic import write_text_atomic
     from drafts_ops.detect.candidates import CSV_FIELDS
 
     columns = [*CSV_FIELDS, "event", "nbeams", "beam_mask", "primary_beam", "max_snr", "rfi",

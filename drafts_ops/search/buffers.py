@@ -1,0 +1,43 @@
+"""The buffers one streaming pass reuses for every block (sized for the largest block)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from drafts_ops.search.plan import BlockRange
+
+
+@dataclass
+class BlockBuffers:
+    """Buffers one streaming pass reuses for every block (sized for the largest block)."""
+
+    prepared: np.ndarray | None = None
+    raw: np.ndarray | None = None  # 8-bit samples read, then the kernel's levels over them
+    quantised: np.ndarray | None = None  # 8-bit kernel input of samples read elsewhere
+    dm_time: np.ndarray | None = None
+    width_index: np.ndarray | None = None
+    band_dm_time: np.ndarray | None = None  # one sub-band's (search_subbands > 1)
+    band_width_index: np.ndarray | None = None
+    band_rows_chunk: np.ndarray | None = None  # the detector's sub-band trials, a run
+    band_rows: np.ndarray | None = None  # ... and one sub-band's pooled rows
+    band_pooled: np.ndarray | None = None  # every sub-band's, pooled by the operator
+    masked: np.ndarray | None = None  # blocks in which each channel was masked
+    blocks: int = 0
+    #: Called with each block and its dedispersed samples ``[ndm, owned]`` (before the
+    #: search overwrites them): training data for the neural detector.
+    on_dm_time: Callable[[BlockRange, np.ndarray], None] | None = None
+    #: Called with each block and the neural detector's input rows ``[64, owned]`` (the
+    #: full band's pooled DM trials, raised to the sub-bands' with ``detector_subbands``).
+    on_detector_rows: Callable[[BlockRange, np.ndarray], None] | None = None
+
+    def get(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+        buf = getattr(self, name)
+        if buf is None or buf.shape != shape or buf.dtype != np.dtype(dtype):
+            buf = np.empty(shape, dtype)
+            setattr(self, name, buf)
+        return buf

@@ -1,0 +1,44 @@
+"""The search's two calls on DM-time data: dedispersion (through the operator
+registry) and the fused boxcar search of its rows."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from drafts_ops import dedisp
+from drafts_ops.dedisp.plan import DMPlan
+from drafts_ops.dedisp.subband import BandPooling
+from drafts_ops.detect.kernels import search_rows
+from drafts_ops.detect.single_pulse import baseline_window, boxcar_widths
+from drafts_ops.search.config import SearchConfig
+from drafts_ops.search.plan import SearchPlan
+
+
+def dedisperse_block(
+    data: np.ndarray, dm_plan: DMPlan, config: SearchConfig, out: np.ndarray | None = None,
+    *, offset: float = 0.0, scale: float = 1.0, pooling: BandPooling | None = None,
+) -> np.ndarray:  # fmt: skip
+    """The one call into dedispersion: the operator registry's dispatch (``offset`` and
+    ``scale``: what quantised ``data`` stand for; ``pooling``: see ``dedisperse``)."""
+
+    return dedisp.dedisperse(data, dm_plan, mode=config.dedisp_mode, algorithm=config.algorithm,
+                      backend=config.backend, out=out, offset=offset, scale=scale,
+                      pooling=pooling)  # fmt: skip
+
+
+def boxcar_search(
+    series: np.ndarray, valid: np.ndarray, width_index: np.ndarray, plan: SearchPlan
+) -> np.ndarray:
+    """Replace each DM row of ``series`` by its best boxcar S/N (fused kernel: running
+    baseline, per-width noise measured on the data), the chosen width's index into
+    ``width_index``; returns the boxcar widths (samples)."""
+
+    cfg = plan.config
+    widths = boxcar_widths(cfg.max_width_samples)
+    baseline = baseline_window(cfg.baseline_s, plan.header.tsamp, cfg.max_width_samples)
+    search_rows(series, valid, widths, baseline, SEARCH_NOISE_POINTS, series, width_index)
+    return widths
+
+
+#: Strided samples from which each DM row's baseline and per-boxcar noise are measured.
+SEARCH_NOISE_POINTS = 1024

@@ -1,0 +1,161 @@
+"""A candidate's window of searched samples: its FETCH cutouts, computed once at the
+searched resolution and shared by the classifier, the ``.h5`` writer and the PNG, and the
+measurements of its pulse that the merge needs (emitting band, width, S/N in and out of
+a band).
+
+The window is read through the search's own reader path
+(:func:`~drafts_ops.search.samples.read_searched`): raw samples, averaged to the searched
+time and frequency resolution before any float copy, so a 4096-channel file searched at x8
+x2 decimation costs 16 times less than its raw resolution would; a decimating search's
+kept samples are read as a view of their file; without decimation, a view of the file's
+own time-major layout, of which the cutouts transpose each chunk of channels only as far
+as its delays need. Both images are computed a chunk of channels at a time, each channel
+only as far as its own delay needs, and the DM-time image only at the decimated samples it
+keeps (:mod:`drafts_ops.detect.cutouts`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from drafts_ops.detect.candidates import Candidate
+from drafts_ops.detect.cluster import PulseShape
+from drafts_ops.detect.cutouts import (
+    CUTOUT_STATS_SAMPLES,
+    channel_read_stops,
+    cutout_pair,
+    cutout_span,
+    freq_time_cutout,
+)
+from drafts_ops.detect.kernels import standardised_profile
+from drafts_ops.detect.preprocess import (
+    auto_mask,
+    decimate_mask,
+    robust_location_scale,
+    static_mask,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from drafts_ops.io.reader import ObservationReader
+    from drafts_ops.search.plan import SearchPlan
+
+from collections.abc import Callable
+
+from drafts_ops.dedisp.plan import dispersion_delay_s
+from drafts_ops.detect.pulse import SPECTRUM_CLIP_SIGMA, emitting_band, pulse_width
+from drafts_ops.io.reader import ObservationReader
+from drafts_ops.search.plan import SearchPlan
+from drafts_ops.search.samples import SearchedSamples, read_searched
+
+
+class CutoutMaker:
+    """Makes ``(freq_time, dm_time)`` cutouts of candidates of one search plan.
+
+    ``made`` counts the candidates processed (tests check that a search makes each
+    candidate's cutouts once).
+    """
+
+    def __init__(
+        self, reader: ObservationReader, plan: SearchPlan, searched: SearchedSamples | None = None,
+        *, origin: int | None = None,
+    ) -> None:  # fmt: skip
+        self.reader = reader
+        self.plan = plan
+        self.searched = searched
+        #: Sample of the stream where candidate sample 0 lies (default: the plan's origin).
+        self.origin = plan.origin if origin is None else int(origin)
+        cfg = plan.config
+        mask = static_mask(plan.raw_header.nchans, cfg.mask_channels)
+        if cfg.freq_decimation > 1:
+            mask = decimate_mask(mask, cfg.freq_decimation)
+        self.static_mask = mask
+        self.made = 0
+        self._shapes: dict[tuple[int, int, int, int], PulseShape] = {}
+
+    def cutouts(self, cand: Candidate) -> tuple[np.ndarray, np.ndarray]:
+        """FETCH cutouts ``(freq_time [256, 256], dm_time [256, 256])`` of ``cand``."""
+        *args, mask = self._window(cand)
+        self.made += 1
+        pair = cutout_pair(*args, chan_mask=mask)
+        self._release()
+        return pair
+
+    def pulse_shape(self, cand: Candidate) -> PulseShape:
+        """``cand``'s pulse from its dedispersed waterfall: emitting band
+        (:func:`emitting_band`), width and S/N at that width (:func:`pulse_width`).
+        Measured once per position (arrival, DM trial, boxcar, band)."""
+        key = (cand.sample, cand.dm_index, cand.width_samples, cand.subband or 0)
+        if key not in self._shapes:
+            data, freqs, tsamp, dm, sample, width, mask = self._window(cand)
+            ft = freq_time_cutout(data, freqs, tsamp, dm, sample, width, chan_mask=mask)
+            self._release()
+            pulse, gain = pulse_width(ft, width)
+            f_lo, f_hi = emitting_band(ft, freqs, width, pulse)
+            self._shapes[key] = PulseShape(f_lo, f_hi, pulse, cand.snr * gain)
+        return self._shapes[key]
+
+    def snr_outside(self, cand: Candidate, f_lo_mhz: float, f_hi_mhz: float) -> float:
+        """S/N of ``cand``'s pulse (its boxcar, at its DM) summed over the unmasked channels
+        outside ``f_lo_mhz..f_hi_mhz``: each channel dedispersed over +-8 boxcars around
+        the pulse only, standardised by its mean and standard deviation there (pixels then
+        clipped to :data:`SPECTRUM_CLIP_SIGMA`); the summed profile's boxcar at the pulse
+        over the profile's robust scatter (white noise assumed). 0 when no channel lies
+        outside."""
+        return self._channels_snr(cand, lambda f: (f < f_lo_mhz) | (f > f_hi_mhz))
+
+    def snr_within(self, cand: Candidate, f_lo_mhz: float, f_hi_mhz: float) -> float:
+        """S/N of ``cand``'s pulse summed over the unmasked channels within ``f_lo_mhz..
+        f_hi_mhz`` (as :meth:`snr_outside`); 0 when no channel lies there."""
+        return self._channels_snr(cand, lambda f: (f >= f_lo_mhz) & (f <= f_hi_mhz))
+
+    def _channels_snr(self, cand: Candidate, chosen: Callable[[np.ndarray], np.ndarray]) -> float:
+        """S/N of ``cand``'s pulse over the unmasked channels whose frequencies (MHz) are
+        ``chosen`` (see :meth:`snr_outside`)."""
+
+        data, freqs, tsamp, dm, sample, width, mask = self._window(cand)
+        channels = chosen(freqs) & ~mask
+        if not channels.any():
+            self._release()
+            return 0.0
+        width = max(int(width), 1)
+        span = 8 * max(width, 8)
+        delays = np.round(dispersion_delay_s(dm, freqs[channels], freqs.max()) / tsamp)
+        starts = sample - span + delays.astype(np.int64)
+        profile = standardised_profile(data, np.flatnonzero(channels), starts, 2 * span + 1,
+                                       SPECTRUM_CLIP_SIGMA)  # fmt: skip
+        self._release()
+        first = span - width // 2
+        on = profile[first : first + width].sum()
+        off = np.r_[profile[: max(first - width, 1)], profile[first + 2 * width :]]
+        location, noise = robust_location_scale(off, dtype=np.float64)
+        return float((on - width * location) / (noise * np.sqrt(width))) if noise > 0 else 0.0
+
+    def _release(self) -> None:
+        """Drop the pages a candidate's window mapped (the file's and the kept samples')."""
+        self.reader.release(self.plan.raw_header.nsamples)
+        if self.searched is not None:
+            self.searched.release()
+
+    def _window(self, cand: Candidate) -> tuple:
+        """The searched samples around ``cand`` (``[nchan, n]``; a view of the searched
+        samples a decimating search kept) and the arguments of its cutouts."""
+
+        header, cfg = self.plan.header, self.plan.config
+        freqs = header.chan_freqs
+        sample = cand.sample + self.origin
+        start, stop = cutout_span(freqs, header.tsamp, cand.dm, sample, cand.width_samples)
+        lo, hi = max(start, 0), min(stop, header.nsamples)
+        if self.searched is not None:  # each channel only as far as the cutouts read it
+            stops = channel_read_stops(freqs, header.tsamp, cand.dm, sample, cand.width_samples)
+            data = self.searched.read(lo, max(hi, lo + 1), row_stops=stops)
+        else:  # undecimated: the file's own layout, no copy; the cutouts transpose what they use
+            data = read_searched(self.reader, self.plan, lo, max(hi, lo + 1), file_layout=True)
+        mask = self.static_mask.copy()
+        if cfg.auto_mask and data.shape[1] > 1:  # channel statistics near the candidate
+            head = np.ascontiguousarray(data[:, :CUTOUT_STATS_SAMPLES])
+            mask |= auto_mask(head, cfg.mask_threshold)
+        return data, freqs, header.tsamp, cand.dm, sample - lo, cand.width_samples, mask
