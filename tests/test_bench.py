@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from drafts_ops.bench import (
+from drafts_ops.bench.dedisp import (
     BENCH_PATHS,
     BenchConfig,
     BenchPath,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drafts_ops.bench_search import CONFIGS, RunFigures, format_table
+from drafts_ops.bench.search import CONFIGS, RunFigures, format_table
 from drafts_ops.simulate.bands import survey_band
 
 

@@ -9,10 +9,10 @@ from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp import dedisperse
 from drafts_ops.dedisp.decimate import decimate_time
 from drafts_ops.dedisp.plan import DMPlan, fixed_step_dm_trials, smearing_s
-from drafts_ops.dedisp.quality import best_boxcar, simulated_burst, snr_loss_survey
 from drafts_ops.detect.single_pulse import block_snr
 from drafts_ops.search import SearchConfig
 from drafts_ops.search.run import run_search
+from drafts_ops.validation.snr_loss import best_boxcar, simulated_burst, snr_loss_survey
 
 #: Documented bound (README): bursts at least as wide as their smearing at the band bottom.
 MATCHED_LOSS_BOUND = 0.05

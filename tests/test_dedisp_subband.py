@@ -9,10 +9,10 @@ import pytest
 
 from drafts_ops.dedisp import DMPlan, dedisperse
 from drafts_ops.dedisp.plan import dispersion_delay_s, smearing_s
-from drafts_ops.dedisp.quality import best_boxcar
 from drafts_ops.dedisp.reference import dedisperse_reference
 from drafts_ops.dedisp.subband import build_subband_plan, speedup_estimate, subband_cpu
 from drafts_ops.dedisp.tiling import plan_cpu_tiling
+from drafts_ops.validation.snr_loss import best_boxcar
 
 #: Documented bound on the sub-band S/N loss against brute force (README.md).
 SNR_LOSS_BOUND = 0.05
@@ -93,7 +93,7 @@ def test_subband_finds_bursts_with_bounded_snr_loss(dm, sigma):
 def test_simulated_bursts_lose_little_snr():
     simulate = pytest.importorskip("drafts_ops.simulate.burst")
     assert simulate.burst_signal is not None
-    from drafts_ops.dedisp.quality import snr_loss_survey
+    from drafts_ops.validation.snr_loss import snr_loss_survey
 
     plan = band_plan(64, 300.0)
     loss = snr_loss_survey(plan, np.array([12.4, 88.8, 203.1]), (1e-3, 4e-3), nout=128)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,29 +13,25 @@ from drafts_ops.cli import build_parser
 from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import dispersion_delay_s, smearing_s
 from drafts_ops.detect.candidates import Candidate
-from drafts_ops.evaluation import (
+from drafts_ops.evaluation.causes import (
     BESIDE_BRIGHTER,
-    CONFIGURATIONS,
     OFFSET_DM_BURST,
-    Band,
-    EvaluationSetup,
-    InjectedBurst,
-    SearchEvaluation,
-    card_section,
-    emission_band,
-    evaluate_observations,
-    evaluation_observations,
     fp_cause,
     fp_causes,
+    miss_reason,
+    rfi_cause,
+)
+from drafts_ops.evaluation.matching import (
+    Band,
+    InjectedBurst,
+    emission_band,
     match_candidates,
     match_distance,
     match_window,
-    miss_reason,
-    rfi_cause,
-    update_model_card,
-    write_results,
 )
-from drafts_ops.ml.card import SEARCH_SECTION, find_section, with_section
+from drafts_ops.evaluation.search import SearchEvaluation, evaluate_observations
+from drafts_ops.evaluation.setup import CONFIGURATIONS, EvaluationSetup, evaluation_observations
+from drafts_ops.evaluation.tables import card_section, update_model_card, write_results
 from drafts_ops.simulate import BurstSpec, RFISpec, SimulationConfig
 from drafts_ops.simulate.bands import SURVEY_BANDS, SurveyBand
 
@@ -220,7 +215,7 @@ def test_fp_rate_less_offset_dm_reports():
 def test_verdict_tells_a_recall_just_below_the_target():
     """356 of 375 bursts (0.9493) is below the 0.95 target: the verdict says so in three
     decimals, not as a rounded 0.95 beside 'misses'."""
-    from drafts_ops.evaluation import _verdict
+    from drafts_ops.evaluation.tables import _verdict
 
     ev = SearchEvaluation(setup=EvaluationSetup(per_bin=1), snr_bins=[(8.0, 30.0)])
     ev.minutes = {"fast": 10.0}
@@ -269,126 +264,6 @@ def test_observations_hold_close_bursts_and_every_rfi_kind():
     assert widths.min() >= 0.1e-3 and widths.max() <= 20e-3
     fractions = [b.band_fwhm_mhz / 500.0 for b in bursts if b.band_fwhm_mhz is not None]
     assert fractions and min(fractions) >= 0.1 - 1e-9
-
-
-def test_card_section_replaced_inserted_appended():
-    card = "# Card\n\nintro\n\n## Validation\n\nnumbers\n\n## Limits\n\nsome\n"
-    section = f"{SEARCH_SECTION}\n\nfirst table\n"
-    once = with_section(card, section)
-    assert once.index(SEARCH_SECTION) < once.index("## Limits")
-    assert find_section(once) == section
-    assert once.replace(section + "\n", "") == card  # nothing else changed
-    twice = with_section(once, f"{SEARCH_SECTION}\n\nsecond table\n")
-    assert "first table" not in twice and twice.count(SEARCH_SECTION) == 1
-    assert find_section(twice) == f"{SEARCH_SECTION}\n\nsecond table\n"
-    assert with_section("# Card\n", section) == "# Card\n\n" + section
-    assert find_section(card) is None
-
-
-def _model_evaluation():
-    """A model-level evaluation with every figure filled (for card tests)."""
-    from drafts_ops.ml.evaluate import DETECTOR_THRESHOLDS, Evaluation, _bins
-
-    six = [0.5] * 6
-    return Evaluation(seed=1, snr_bins=_bins(), classifier_recall=six,
-                      classifier_recall_ft_only=six, classifier_fp={"noise": 0.0},
-                      detector_recall=dict.fromkeys(DETECTOR_THRESHOLDS, six),
-                      pipeline_recall=dict.fromkeys(DETECTOR_THRESHOLDS, six),
-                      detector_fp_per_min=dict.fromkeys(DETECTOR_THRESHOLDS, 1.0),
-                      pipeline_fp_per_min=dict.fromkeys(DETECTOR_THRESHOLDS, 0.1))  # fmt: skip
-
-
-def test_regenerated_card_keeps_the_search_section(tmp_path):
-    from drafts_ops.ml.card import write_model_card
-
-    models = Path(__file__).resolve().parents[1] / "models"
-    shutil.copy(models / "manifest.json", tmp_path / "manifest.json")
-    section = f"{SEARCH_SECTION}\n\n| measured | 1 |\n"
-    classifier = "## Classifier on search candidates\n\n| reliability | 2 |\n"
-    cost = "## Inference cost\n\nmeasured by hand\n"
-    (tmp_path / "MODEL_CARD.md").write_text(
-        f"# old\n\n{classifier}\n{section}\n{cost}\n## Limits\n\nx\n"
-    )
-    ev = _model_evaluation()
-    text = write_model_card(tmp_path, ev).read_text()
-    assert find_section(text) == section
-    assert find_section(text, "## Classifier on search candidates") == classifier
-    assert find_section(text, "## Inference cost") == cost
-    # the search section rewritten (drafts evaluate search --card) leaves it alone
-    rewritten = with_section(text, f"{SEARCH_SECTION}\n\nnew table\n")
-    assert find_section(rewritten, "## Inference cost") == cost
-    assert text.index(SEARCH_SECTION) < text.index("## Limits")
-    assert "# old" not in text and "sha256" in text
-
-
-def test_card_says_at_which_decimation_each_model_saw_fast_raw(tmp_path):
-    """Each model's training text names the FAST raw decimation its manifest entry records
-    (the shipped detector and classifier can differ after the band changed)."""
-    import json
-
-    from drafts_ops.ml.card import model_card
-
-    ev = _model_evaluation()
-    models = Path(__file__).resolve().parents[1] / "models"
-    manifest = json.loads((models / "manifest.json").read_text())
-    manifest["models"]["detector.onnx"]["band_decimation"] = {"fast-raw": [8, 8]}
-    manifest["models"]["classifier.onnx"]["band_decimation"] = {"fast-raw": [8, 2]}
-    text = " ".join(model_card(manifest, ev).split())
-    assert "FAST raw (x8 t x8 f) bands" in text
-    assert "FAST raw 4096 ch 49.152 us searched x8 t x2 f" in text
-    # Limits: a model trained at another decimation than the search's is named, once
-    assert "another decimation (detector.onnx at x8 t x8 f," in text
-    manifest["models"]["detector.onnx"]["band_decimation"] = {"fast-raw": [8, 2]}
-    assert "another decimation" not in model_card(manifest, ev)
-
-
-def test_card_names_time_scales_the_detector_never_saw_in_training():
-    import json
-
-    from drafts_ops.ml.card import model_card
-    from drafts_ops.ml.inference import DETECTOR_SCALES
-
-    ev = _model_evaluation()
-    models = Path(__file__).resolve().parents[1] / "models"
-    manifest = json.loads((models / "manifest.json").read_text())
-    manifest["models"]["detector.onnx"]["time_scales"] = list(DETECTOR_SCALES[:-1])
-    text = " ".join(model_card(manifest, ev).split())
-    assert f"inference also runs at {DETECTOR_SCALES[-1]}, which the network never saw" in text
-    manifest["models"]["detector.onnx"]["time_scales"] = list(DETECTOR_SCALES)
-    text = " ".join(model_card(manifest, ev).split())
-    names = ", ".join(str(f) for f in DETECTOR_SCALES)
-    assert "never saw" not in text and f"those inference runs at ({names})" in text
-
-
-def test_card_says_whether_the_detector_saw_the_subband_view():
-    import json
-
-    from drafts_ops.ml.card import model_card
-
-    ev = _model_evaluation()
-    models = Path(__file__).resolve().parents[1] / "models"
-    manifest = json.loads((models / "manifest.json").read_text())
-    manifest["models"]["detector.onnx"]["subband_view"] = 4
-    text = " ".join(model_card(manifest, ev).split())
-    assert "input a search with `--detector-subbands 4` gives the detector" in text
-    manifest["models"]["detector.onnx"]["subband_view"] = 1
-    assert "--detector-subbands 4` gives" not in " ".join(model_card(manifest, ev).split())
-
-
-def test_card_says_what_making_a_cached_detector_pool_cost():
-    import json
-
-    from drafts_ops.ml.card import model_card
-
-    ev = _model_evaluation()
-    models = Path(__file__).resolve().parents[1] / "models"
-    manifest = json.loads((models / "manifest.json").read_text())
-    entry = manifest["models"]["detector.onnx"]
-    entry.update(seconds_data=2.0, seconds_data_built=1252.3)
-    text = " ".join(model_card(manifest, ev).split())
-    assert "read its pool from `--pool-cache`: making it" in text and "took 21 minutes" in text
-    entry.update(seconds_data=1252.3)  # made in the recorded run itself: nothing to add
-    assert "making it" not in " ".join(model_card(manifest, ev).split())
 
 
 def test_cli_parses_evaluate_search():
@@ -457,19 +332,25 @@ def test_tiny_evaluation_finds_both_bursts(tiny_evaluation, tmp_path):
 
 
 def test_model_card_gets_the_section(tiny_evaluation, tmp_path):
+    """``drafts evaluate search --card`` rewrites the end-to-end section only."""
+    from drafts_ops.ml.card import generated_section
+
     card = tmp_path / "MODEL_CARD.md"
-    card.write_text("# Models\n\nsha256 `abc`\n\n## Limits\n\nsome\n")
+    card.write_text(
+        "# Models\n\nsha256 `abc`\n\n<!-- generated: end-to-end (drafts evaluate "
+        "search --card) -->\nold\n<!-- end generated: end-to-end -->\n\n## Limits\n"
+    )
     update_model_card(tiny_evaluation, card)
     update_model_card(tiny_evaluation, card)
     text = card.read_text()
-    assert text.count(SEARCH_SECTION) == 1 and "sha256 `abc`" in text
-    assert find_section(text) == card_section(tiny_evaluation)
+    assert "\nold\n" not in text and "sha256 `abc`" in text and text.endswith("## Limits\n")
+    assert generated_section(text, "end-to-end") == card_section(tiny_evaluation)
 
 
 def test_searched_snr_charges_decimation_to_narrow_high_dm_bursts():
     from types import SimpleNamespace
 
-    from drafts_ops.evaluation import searched_snr
+    from drafts_ops.evaluation.matching import searched_snr
 
     raw = SimpleNamespace(tsamp=49.152e-6, foff=-500 / 4096, fmin=1000.0, fmax=1500.0)
     x8 = SimpleNamespace(tsamp=8 * raw.tsamp, foff=8 * raw.foff, fmin=1000.0, fmax=1500.0)
@@ -481,7 +362,7 @@ def test_searched_snr_charges_decimation_to_narrow_high_dm_bursts():
 
 
 def test_issue_15_line_compares_band_limited_faint_recall_with_the_classical_search():
-    from drafts_ops.evaluation import _faint_band_limited_verdict
+    from drafts_ops.evaluation.tables import _faint_band_limited_verdict
 
     names = [name for name, *_ in CONFIGURATIONS]
 

@@ -9,7 +9,7 @@ import pytest
 
 from drafts_ops.cli import main
 from drafts_ops.core.errors import ParameterError
-from drafts_ops.inject import InjectionPlan, completeness, write_report
+from drafts_ops.evaluation.injection import InjectionPlan, completeness, write_report
 from drafts_ops.search import SearchConfig
 from drafts_ops.simulate.truth import read_truth
 

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from drafts_ops.ml import preprocess as pp
-from drafts_ops.ml.harvest import (
+from drafts_ops.ml import inputs as pp
+from drafts_ops.simulate import BurstSpec, RFISpec, SimulationConfig, write_simulation
+from drafts_ops.simulate.bands import SurveyBand
+from drafts_ops.training.classifier_validation import validate_classifier
+from drafts_ops.training.harvest import (
     CandidatePool,
     balanced_indices,
     harvest_file,
     harvest_setup,
     interleaved_observations,
-    validate_classifier,
 )
-from drafts_ops.simulate import BurstSpec, RFISpec, SimulationConfig, write_simulation
-from drafts_ops.simulate.bands import SurveyBand
 
 SIZE = pp.CLASSIFIER_SIZE
 
@@ -81,7 +84,7 @@ def test_harvested_candidates_are_labelled_by_the_truth(tmp_path):
 
 
 def test_harvest_cache_reads_back_the_same_pool(tmp_path):
-    from drafts_ops.ml.harvest import harvest
+    from drafts_ops.training.harvest import harvest
 
     lines = []
     first = harvest(3, 5, per_bin=1, cache=tmp_path, log=lines.append)
@@ -94,17 +97,18 @@ def test_harvest_cache_reads_back_the_same_pool(tmp_path):
 
 def test_cli_evaluate_classifier_writes_its_tables(tmp_path, capsys):
     from drafts_ops.cli import build_parser
+    from drafts_ops.ml.card import generated_section
 
     card = tmp_path / "CARD.md"
-    card.write_text("# Card\n\n## Limits\n\nsome\n")
+    shutil.copy(Path(__file__).resolve().parents[1] / "models" / "MODEL_CARD.md", card)
     args = build_parser().parse_args(["evaluate", "classifier", "--examples", "5", "--seed", "3",
                                       "--out", str(tmp_path), "--card", str(card),
                                       "--pool-cache", str(tmp_path / "pool")])  # fmt: skip
     assert args.func(args) == 0
     text = (tmp_path / "classifier_evaluation.md").read_text()
-    assert text.startswith("## Classifier on search candidates") and "| injected S/N |" in text
-    assert "Held-out seed 3:" in text and "## Classifier on search candidates" in card.read_text()
-    assert card.read_text().index("## Classifier") < card.read_text().index("## Limits")
+    assert text.startswith("# Classifier on search candidates") and "| injected S/N |" in text
+    section = generated_section(card.read_text(), "classifier-candidates")
+    assert section.startswith("Held-out seed 3:") and section in text
     assert len(list((tmp_path / "pool").glob("harvest-3-5-*.npz"))) == 1
     capsys.readouterr()
     assert args.func(args) == 0  # the second evaluation reads the kept candidates
@@ -115,10 +119,10 @@ def test_cli_evaluate_classifier_writes_its_tables(tmp_path, capsys):
 def test_detector_images_put_the_label_on_the_burst(tmp_path):
     """The survey-band detector images are the search's DM-time data pooled as inference
     pools it, and each burst's label lands on its brightest pixel."""
-    from drafts_ops.ml import preprocess as pp
-    from drafts_ops.ml.harvest import DetectorImages, detector_crops, pooled_dm_time
+    from drafts_ops.ml import inputs as pp
     from drafts_ops.simulate import BurstSpec, SimulationConfig, write_simulation
     from drafts_ops.simulate.bands import survey_band
+    from drafts_ops.training.harvest import DetectorImages, detector_crops, pooled_dm_time
 
     band = survey_band("gbt")
     burst = BurstSpec(t_s=4.0, dm=900.0, snr=40.0, width_s=3e-3)
@@ -160,8 +164,8 @@ def test_harvest_caches_are_named_by_the_bands_decimation(monkeypatch, tmp_path)
     """A pool harvested with FAST raw at x8 x8 is not read back for a search at x8 x2."""
     import dataclasses
 
-    from drafts_ops.ml import harvest as hv
     from drafts_ops.simulate import bands
+    from drafts_ops.training import harvest as hv
 
     names = []
     monkeypatch.setattr(hv, "cached", lambda path, *args, **kw: names.append(path.name))

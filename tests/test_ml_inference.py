@@ -9,9 +9,10 @@ import pytest
 
 from drafts_ops.core.errors import ModelError
 from drafts_ops.core.resources import resource_dir
-from drafts_ops.ml import data, inference
+from drafts_ops.ml import inference
 from drafts_ops.ml.inference import load_classifier, load_detector
 from drafts_ops.ml.manifest import read_manifest, sha256_file
+from drafts_ops.simulate import network_examples as data
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from drafts_ops.core.errors import ModelError, ParameterError
-from drafts_ops.ml import preprocess as pp
+from drafts_ops.ml import inputs as pp
 from drafts_ops.ml.inference import decode_heatmap, load_classifier, load_detector
 from drafts_ops.ml.manifest import sha256_file, update_manifest, verify_model
 

@@ -15,9 +15,9 @@ pytestmark = pytest.mark.train
 
 def test_train_detector_few_steps_exports_matching_onnx(tmp_path):
     torch = pytest.importorskip("torch", reason="training needs the train extra (torch)")
-    from drafts_ops.ml import preprocess as pp
+    from drafts_ops.ml import inputs as pp
     from drafts_ops.ml.inference import DETECTOR_SCALES, load_detector
-    from drafts_ops.ml.train import train_detector
+    from drafts_ops.training.train import train_detector
 
     result = train_detector(steps=2, seed=3, out=tmp_path, pool_size=2, survey_seeds=(),
                             log=lambda _: None)  # fmt: skip
@@ -42,8 +42,8 @@ def test_train_detector_few_steps_exports_matching_onnx(tmp_path):
 
 
 def test_synthetic_detector_pool_is_kept_and_read_back(tmp_path, monkeypatch):
-    from drafts_ops.ml import data
-    from drafts_ops.ml.train import synthetic_detector_pool
+    from drafts_ops.simulate import network_examples as data
+    from drafts_ops.training.train import synthetic_detector_pool
 
     made = synthetic_detector_pool(5, 2, tmp_path)
     assert made.images.shape[0] == 2 and len(made.centres) == 2 and made.seconds > 0
@@ -57,7 +57,7 @@ def test_synthetic_detector_pool_is_kept_and_read_back(tmp_path, monkeypatch):
 def test_train_classifier_few_steps(tmp_path):
     pytest.importorskip("torch", reason="training needs the train extra (torch)")
     from drafts_ops.ml.inference import load_classifier
-    from drafts_ops.ml.train import train_classifier
+    from drafts_ops.training.train import train_classifier
 
     result = train_classifier(steps=2, seed=4, out=tmp_path, pool_size=2, log=lambda _: None)
     clf = load_classifier(result.path)
@@ -67,7 +67,7 @@ def test_train_classifier_few_steps(tmp_path):
 
 
 def test_detector_targets_place_centre():
-    from drafts_ops.ml.train import detector_targets
+    from drafts_ops.training.train import detector_targets
 
     heat, offset, mask = detector_targets([(21.0, 30.5)], 64, 128)
     assert heat.shape == (1, 16, 32) and mask.sum() == 1
@@ -88,7 +88,7 @@ def test_train_without_torch_says_install_extra(monkeypatch):
     from drafts_ops.cli import main
 
     with pytest.raises(DraftsError, match="install the train extra"):
-        from drafts_ops.ml.train import require_torch
+        from drafts_ops.training.train import require_torch
 
         require_torch()
     assert main(["train", "detector", "--steps", "1"]) == 2
@@ -96,7 +96,7 @@ def test_train_without_torch_says_install_extra(monkeypatch):
 
 def test_classifier_training_shift_moves_each_example_by_its_own_columns():
     torch = pytest.importorskip("torch", reason="training needs the train extra (torch)")
-    from drafts_ops.ml.train import shift_columns
+    from drafts_ops.training.train import shift_columns
 
     images = torch.zeros((2, 1, 3, 8))
     images[:, :, :, 4] = 1.0  # a burst in column 4 of both examples

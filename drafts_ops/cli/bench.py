@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_search_parser(targets) -> None:
-    from drafts_ops.bench_search import CONFIGS, MODES, PATHS
+    from drafts_ops.bench.search import CONFIGS, MODES, PATHS
 
     shapes = "; ".join(
         f"{n}: {c.nchans} ch, {c.tsamp * 1e6:g} us, {c.duration_s:g} s"
@@ -72,7 +72,7 @@ def _add_search_parser(targets) -> None:
 
 
 def run_search_bench(args: argparse.Namespace) -> int:
-    from drafts_ops.bench_search import format_table, results_json, run_search_bench
+    from drafts_ops.bench.search import format_table, results_json, run_search_bench
     from drafts_ops.core.hardware import platform_info
 
     extra = {}
@@ -93,7 +93,7 @@ def run_search_bench(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from drafts_ops.bench import BenchConfig, format_table, results_json, run_bench
+    from drafts_ops.bench.dedisp import BenchConfig, format_table, results_json, run_bench
     from drafts_ops.core.hardware import platform_info
 
     config = BenchConfig(

@@ -1,5 +1,6 @@
-"""``drafts evaluate search|classifier``: end-to-end recall and false positives of the search;
-the classifier on held-out candidates the search found."""
+"""``drafts evaluate search|classifier|beams``: end-to-end recall and false positives of the
+search; the classifier on held-out candidates the search found; multi-beam coincidence on a
+simulated 19-beam pointing."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Literal, get_args
 
 from drafts_ops.simulate.bands import SURVEY_BANDS
 
-Target = Literal["search", "classifier"]
+Target = Literal["search", "classifier", "beams"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +27,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "DIR/search_evaluation.json and .md. `classifier`: harvest held-out candidates "
         "from searches of such files and report the classifier's recall by S/N, its "
         "false-positive fraction per negative cause and its reliability curve "
-        "(DIR/classifier_evaluation.md).",
+        "(DIR/classifier_evaluation.md). `beams`: a simulated FAST 19-beam pointing with "
+        "bursts at, between two and between three beams and the same RFI in every beam, "
+        "searched and matched across beams: false positives per beam-minute and bursts "
+        "found before and after coincidence (DIR/beams_evaluation.json).",
     )
     p.add_argument("target", choices=get_args(Target), help="what to evaluate")
     p.add_argument(
@@ -40,6 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="survey bands to simulate (default: fast gbt fast-raw)",
     )
     p.add_argument("--seed", type=int, default=None, help="seed (default: the held-out seed)")
+    p.add_argument("--duration", type=float, default=60.0,
+                   help="beams: seconds of data per beam (default 60)")  # fmt: skip
     p.add_argument(
         "--band-limited-fraction",
         type=float,
@@ -88,7 +94,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.target == "classifier":
         return run_classifier(args)
-    from drafts_ops import evaluation as ev_mod
+    if args.target == "beams":
+        return run_beams(args)
+    from drafts_ops.evaluation.search import evaluate_search
+    from drafts_ops.evaluation.tables import results_markdown, update_model_card, write_results
 
     setup = evaluation_setup(args)
     work = args.out / "work" if args.keep_data else None
@@ -96,19 +105,19 @@ def run(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    ev = ev_mod.evaluate_search(setup, work_dir=work, progress=progress)
-    print(ev_mod.results_markdown(ev))
-    paths = ev_mod.write_results(ev, args.out)
+    ev = evaluate_search(setup, work_dir=work, progress=progress)
+    print(results_markdown(ev))
+    paths = write_results(ev, args.out)
     if args.card is not None:
-        paths["card"] = ev_mod.update_model_card(ev, args.card)
+        paths["card"] = update_model_card(ev, args.card)
     print("\nwrote " + ", ".join(str(p) for p in paths.values()))
     return 0
 
 
 def evaluation_setup(args: argparse.Namespace):
-    """The :class:`~drafts_ops.evaluation.EvaluationSetup` the options ask for (defaults
+    """The :class:`~drafts_ops.evaluation.setup.EvaluationSetup` the options ask for (defaults
     where an option is not given)."""
-    from drafts_ops.evaluation import EvaluationSetup
+    from drafts_ops.evaluation.setup import EvaluationSetup
 
     kwargs = {"per_bin": args.per_bin, "bands": tuple(args.bands)}
     if args.seed is not None:
@@ -124,25 +133,41 @@ def run_classifier(args: argparse.Namespace) -> int:
     """``drafts evaluate classifier``: the classifier on held-out harvested candidates."""
     from drafts_ops.core.atomic import write_text_atomic
     from drafts_ops.core.errors import ParameterError
-    from drafts_ops.ml import harvest
     from drafts_ops.ml.inference import load_classifier
+    from drafts_ops.training import classifier_validation as validation
+    from drafts_ops.training import harvest
 
     if args.examples < 1:
         raise ParameterError(f"--examples {args.examples} must be >= 1")
-    seed = harvest.CLASSIFIER_VALIDATION_SEED if args.seed is None else args.seed
+    seed = validation.CLASSIFIER_VALIDATION_SEED if args.seed is None else args.seed
     classifier = load_classifier(args.model)
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
     pool = harvest.harvest(seed, args.examples, cache=args.pool_cache, log=progress)
-    probs = harvest.classifier_probabilities(pool, classifier)
-    text = harvest.validate_classifier(pool, probs, seed=seed).markdown()
+    probs = validation.classifier_probabilities(pool, classifier)
+    text = validation.validate_classifier(pool, probs, seed=seed).markdown()
     print(text)
-    paths = [write_text_atomic(args.out / "classifier_evaluation.md", text)]
+    page = f"# Classifier on search candidates\n\n{text}"
+    paths = [write_text_atomic(args.out / "classifier_evaluation.md", page)]
     if args.card is not None:
-        from drafts_ops.ml.card import with_section
+        from drafts_ops.ml.card import write_generated
 
-        paths.append(write_text_atomic(args.card, with_section(args.card.read_text(), text)))
+        paths.append(write_generated(args.card, {"classifier-candidates": text}))
     print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def run_beams(args: argparse.Namespace) -> int:
+    """``drafts evaluate beams``: coincidence across the beams of a simulated pointing."""
+    import json
+
+    from drafts_ops.core.atomic import write_json_atomic
+    from drafts_ops.evaluation.beams import BEAMS_SEED, evaluate_beams
+
+    seed = BEAMS_SEED if args.seed is None else args.seed
+    figures = evaluate_beams(args.out / "work", seed, args.duration)
+    print(json.dumps(figures, indent=1))
+    print(f"wrote {write_json_atomic(args.out / 'beams_evaluation.json', figures)}")
     return 0

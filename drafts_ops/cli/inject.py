@@ -42,7 +42,7 @@ def search_config(pairs: list[str]):
 
 
 def run(args: argparse.Namespace) -> int:
-    from drafts_ops.inject import InjectionPlan, completeness, write_report
+    from drafts_ops.evaluation.injection import InjectionPlan, completeness, write_report
 
     plan = InjectionPlan(n_bursts=args.n_bursts, snr=tuple(args.snr), dm=tuple(args.dm),
                          width_s=tuple(args.width), seed=args.seed)  # fmt: skip

@@ -32,14 +32,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--evaluate",
         action="store_true",
-        help="afterwards measure recall / false positives on a held-out set and write "
-        "MODEL_CARD.md (needs both models in --out)",
+        help="afterwards measure recall / false positives on a held-out set and write them "
+        "into the validation section of --out's MODEL_CARD.md (needs both models in --out)",
     )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from drafts_ops.ml import train
+    from drafts_ops.training import train
 
     train.require_torch()
     if args.steps is not None and args.steps < 1:
@@ -60,8 +60,12 @@ def run(args: argparse.Namespace) -> int:
         f"data {result.seconds_data:.0f} s, training {result.seconds_train:.0f} s, "
         f"final loss {result.final_loss:.4f}"
     )
+    from drafts_ops.training.card import write_training_sections
+
+    card = write_training_sections(args.out)  # the recipe and the table of trained models
     if args.evaluate:
-        from drafts_ops.ml.evaluate import evaluate_and_write_card
+        from drafts_ops.evaluation.networks import evaluate_and_write_card
 
         evaluate_and_write_card(args.out)
+    print(f"model card: {card}")
     return 0

@@ -48,7 +48,7 @@ def robust_location_scale(
 
     The one home of the project's robust noise statistics. ``dtype`` is the precision of the
     computation; ``mad_to_std`` the MAD-to-sigma factor (the neural models were trained with
-    the rounded 1.4826, see :mod:`drafts_ops.ml.preprocess`).
+    the rounded 1.4826, see :mod:`drafts_ops.ml.inputs`).
     """
     x = np.asarray(data, dtype=dtype)
     if method == "mad":

@@ -29,7 +29,7 @@ def boxcar_widths(max_width: int) -> np.ndarray:
 
     The one home of the search's boxcar set. Consecutive widths differ by at most sqrt(2),
     so a pulse's best boxcar loses at most a few per cent of S/N to width quantisation
-    (``drafts_ops.dedisp.quality`` measures it).
+    (``drafts_ops.validation.snr_loss`` measures it).
     """
     if int(max_width) < 1:
         raise ParameterError(f"maximum boxcar width {max_width} must be >= 1 sample")

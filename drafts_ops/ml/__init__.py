@@ -1,7 +1,7 @@
 """DRAFTS-style neural models: a DM-time detector and a burst classifier.
 
 Inference (:mod:`drafts_ops.ml.inference`) needs only ONNX Runtime and the shipped
-``models/*.onnx``; training (:mod:`drafts_ops.ml.train`, ``drafts train``) needs the
+``models/*.onnx``; training (:mod:`drafts_ops.training.train`, ``drafts train``) needs the
 ``train`` extra (PyTorch). Nothing here imports torch at package import time.
 """
 

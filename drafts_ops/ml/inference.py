@@ -6,7 +6,7 @@
 >>> peaks = det.detect(dm_time_block, threshold=0.5)   # [ndm, nt] -> list[DetectorPeak]
 
 Preprocessing (resampling, robust standardisation) is applied here, from
-:mod:`drafts_ops.ml.preprocess`, exactly as during training.
+:mod:`drafts_ops.ml.inputs`, exactly as during training.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from drafts_ops.core.errors import ModelError, ParameterError
-from drafts_ops.ml import preprocess as pp
+from drafts_ops.core.errors import DraftsError, ModelError, ParameterError
+from drafts_ops.core.resources import resource_dir
+from drafts_ops.detect.kernels import keep_apart
+from drafts_ops.ml import inputs as pp
 from drafts_ops.ml.manifest import verify_model
 
 CLASSIFIER_FILE = "classifier.onnx"
@@ -66,6 +68,7 @@ class DetectorPeak:
 
 
 def _session(path: Path):
+    # lazy: ONNX Runtime takes ~0.3 s to import, and most commands never run a model
     import onnxruntime as ort
     from numba import config
 
@@ -83,8 +86,6 @@ def _session(path: Path):
 def _model_path(path: str | Path | None, name: str) -> Path:
     if path is not None:
         return Path(path)
-    from drafts_ops.core.errors import DraftsError
-    from drafts_ops.core.resources import resource_dir
 
     try:
         return resource_dir("models") / name
@@ -142,7 +143,7 @@ class Classifier:
 
     def predict_prepared(self, freq_time: np.ndarray, dm_time: np.ndarray) -> np.ndarray:
         """Probabilities ``[B]`` of already preprocessed inputs ``[B, 64, 64]``
-        (:func:`~drafts_ops.ml.preprocess.prepare_freq_time` / ``prepare_dm_time_cutout``)."""
+        (:func:`~drafts_ops.ml.inputs.prepare_freq_time` / ``prepare_dm_time_cutout``)."""
         x_ft = np.ascontiguousarray(freq_time, np.float32)[:, None]
         x_dm = np.ascontiguousarray(dm_time, np.float32)[:, None]
         (prob,) = self._session.run(None, {"freq_time": x_ft, "dm_time": x_dm})
@@ -283,7 +284,7 @@ class Detector:
 
 def pool_dm_rows(dm_time: np.ndarray) -> np.ndarray:
     """The detector's rows of a DM-time block ``[ndm, nt]``: the DM axis max-pooled to
-    :data:`~drafts_ops.ml.preprocess.DETECTOR_ROWS` once for every tile and time scale
+    :data:`~drafts_ops.ml.inputs.DETECTOR_ROWS` once for every tile and time scale
     (pooling rows commutes with taking columns; each time scale then averages the pooled
     rows, the order in which the training images are made too); a block of one trial as
     it is."""
@@ -304,7 +305,6 @@ def suppress_duplicates(
     took 0.11 s per minute of FAST-like data (0.004 s compiled), growing with the square
     of the peaks.
     """
-    from drafts_ops.detect.kernels import keep_apart
 
     if not peaks:
         return []

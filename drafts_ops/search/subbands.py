@@ -21,7 +21,7 @@ from drafts_ops.detect.single_pulse import (
     trials_threshold,
 )
 from drafts_ops.ml.inference import pool_dm_rows
-from drafts_ops.ml.preprocess import DETECTOR_ROWS, max_pool_edges
+from drafts_ops.ml.inputs import DETECTOR_ROWS, max_pool_edges
 from drafts_ops.search import dedispersion
 from drafts_ops.search.buffers import BlockBuffers
 from drafts_ops.search.config import SearchConfig

@@ -1,7 +1,7 @@
 """The survey setups every measurement uses: one home for FAST-like, FAST raw, GBT-like.
 
 ``drafts bench search``, ``drafts evaluate search`` and the classifier's training data
-(:mod:`drafts_ops.ml.harvest`) all simulate these bands and search them with the
+(:mod:`drafts_ops.training.harvest`) all simulate these bands and search them with the
 decimation a survey would use.
 """
 

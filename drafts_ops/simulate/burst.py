@@ -28,7 +28,7 @@ dedisperse at the true DM, and take the best boxcar sum over ``sqrt(w)`` times t
 the dedispersed series (``sqrt(nchan)``) — the Heimdall / PRESTO convention of DESIGN.md.
 Boxcar widths are the search's own (:func:`drafts_ops.detect.single_pulse.boxcar_widths`:
 sqrt(2) apart), without the search's cap on the widest: one matched-filter S/N for the
-simulator, the search, the validation report and :mod:`drafts_ops.dedisp.quality`.
+simulator, the search, the validation report and :mod:`drafts_ops.validation.snr_loss`.
 """
 
 from __future__ import annotations

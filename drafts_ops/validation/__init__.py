@@ -12,12 +12,13 @@ the report (``validation.html`` / ``.md`` / ``.json``) gives, per production alg
 * figures (:mod:`~drafts_ops.validation.plots`) and a verdict with its thresholds
   (:mod:`~drafts_ops.validation.verdict`, :class:`~drafts_ops.validation.config.Thresholds`).
 
-Entry point without Prefect: :func:`~drafts_ops.validation.stages.validate_files`; the
+Entry point without Prefect: :func:`~drafts_ops.validation.run.validate_files`; the
 Prefect flow is ``flows.validate.validate_flow``.
 """
 
 from drafts_ops.validation.config import DelayFault, Thresholds, ValidationConfig
-from drafts_ops.validation.stages import ValidationReport, validate_file, validate_files
+from drafts_ops.validation.run import validate_files
+from drafts_ops.validation.stages import ValidationReport, validate_file
 
 __all__ = [
     "DelayFault",

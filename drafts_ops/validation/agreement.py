@@ -20,8 +20,10 @@ from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.detect.candidates import Candidate, candidates_from_clusters
 from drafts_ops.detect.cluster import cluster_giants
 from drafts_ops.detect.single_pulse import baseline_window, block_snr, giants_above
+from drafts_ops.simulate.truth import read_truth
 from drafts_ops.validation.config import Thresholds, ValidationConfig
 from drafts_ops.validation.runner import PathRun, Runner
+from drafts_ops.validation.snr_loss import best_boxcar, simulated_burst
 
 #: Bursts taken from the prototype's candidates when there is no truth table.
 MAX_DETECTED_BURSTS = 5
@@ -94,7 +96,6 @@ def truth_bursts(observation: str | Path) -> list[Burst] | None:
     table = observation.with_name(observation.stem + ".truth.csv")
     if not table.exists():
         return None
-    from drafts_ops.simulate.truth import read_truth
 
     return [
         Burst(
@@ -118,10 +119,9 @@ def replica_loss(
 
     The replica (same DM and width, the simulator's smearing, exact delays) arrives 64
     samples into a block of ``overlap + nout`` samples; each S/N is the best boxcar over
-    the whole DM grid (:mod:`drafts_ops.dedisp.quality`), so the loss is deterministic:
+    the whole DM grid (:mod:`drafts_ops.validation.snr_loss`), so the loss is deterministic:
     no noise realisation favours either path.
     """
-    from drafts_ops.dedisp.quality import best_boxcar, simulated_burst
 
     data = simulated_burst(plan, burst.dm, 64 * plan.tsamp, burst.width_s, overlap + nout)
     ref = best_boxcar(np.asarray(reference(data)[:, :nout], np.float64), plan.nchan).snr

@@ -12,6 +12,8 @@ import base64
 import io
 
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from drafts_ops.validation.runner import BASELINE, PathRun
 
@@ -21,8 +23,6 @@ HALF_WINDOW = 192
 
 def _figure(width: float, height: float, **margins: float):
     """A figure with fixed margins (constrained layout costs seconds per figure)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width, height), dpi=90)
     FigureCanvasAgg(fig)

@@ -19,7 +19,9 @@ import numpy as np
 
 from drafts_ops.core.atomic import atomic_path
 from drafts_ops.core.errors import OperatorError, ParameterError
+from drafts_ops.dedisp import dedisperse
 from drafts_ops.dedisp.plan import DMPlan
+from drafts_ops.dedisp.prototype import dedisperse_prototype
 from drafts_ops.io import open_observation
 from drafts_ops.validation.config import DelayFault
 
@@ -82,10 +84,7 @@ def make_runner(name: str, plan: DMPlan, backend: str = "cpu") -> Runner:
     """The dedisperser of path ``name`` for ``plan`` (already faulted if wanted)."""
     algorithm = path_algorithm(name)
     if algorithm is None:
-        from drafts_ops.dedisp.prototype import dedisperse_prototype
-
         return lambda block: dedisperse_prototype(block, plan, backend=backend)
-    from drafts_ops.dedisp import dedisperse
 
     return lambda block: dedisperse(
         block, plan, mode="production", algorithm=algorithm, backend=backend

@@ -1,7 +1,8 @@
 """The validation as stage functions: plan → run each path → detect → evaluate → report.
 
 The Prefect flow (``flows/validate.py``) wraps each stage in a task; stages exchange file
-paths and small records. :func:`validate_files` runs the same stages without Prefect.
+paths and small records. :func:`~drafts_ops.validation.run.validate_files` runs the same
+stages without Prefect.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from drafts_ops.core.errors import ParameterError
+from drafts_ops.core.hardware import platform_info
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.io import open_observation
 from drafts_ops.io.header import Header
@@ -21,6 +23,7 @@ from drafts_ops.validation import agreement as agr
 from drafts_ops.validation import verdict as vd
 from drafts_ops.validation.config import ValidationConfig
 from drafts_ops.validation.parity import Localisation, Parity, compare_outputs, locate_differences
+from drafts_ops.validation.plots import file_plots
 from drafts_ops.validation.runner import (
     BASELINE,
     PathRun,
@@ -289,7 +292,6 @@ def validate_file(
     file: str | Path, config: ValidationConfig, work_dir: str | Path, *, plots: bool = True
 ) -> FileResult:
     """Every stage for one file, in sequence (figures unless ``plots=False``)."""
-    from drafts_ops.validation.plots import file_plots
 
     fplan = plan_file(file, config, work_dir)
     runs = {p: run_path(fplan, p) for p in fplan.paths}
@@ -301,27 +303,5 @@ def validate_file(
 
 
 def build_report(results: list[FileResult], config: ValidationConfig) -> ValidationReport:
-    from drafts_ops.core.hardware import platform_info
 
     return ValidationReport(list(results), config.to_dict(), platform_info())
-
-
-def validate_files(
-    files: list[str | Path],
-    out_dir: str | Path,
-    config: ValidationConfig | None = None,
-    *,
-    plots: bool = True,
-) -> tuple[ValidationReport, dict[str, Path]]:
-    """Validate ``files`` and write ``validation.{html,md,json}`` to ``out_dir`` (no Prefect).
-
-    Returns the report and the written paths by kind (``html``, ``md``, ``json``).
-    """
-    from drafts_ops.validation.report import write_report
-
-    config = config or ValidationConfig()
-    if not files:
-        raise ParameterError("no observation file to validate")
-    work = Path(out_dir) / "work"
-    report = build_report([validate_file(f, config, work, plots=plots) for f in files], config)
-    return report, write_report(report, out_dir)

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from drafts_ops.dedisp.operator import dedisperse
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.detect.single_pulse import boxcar_widths
+from drafts_ops.simulate.burst import BurstSpec, burst_signal
 
 #: Boxcar widths (samples) searched for the best S/N: the search's own set.
 BOXCARS: tuple[int, ...] = tuple(int(w) for w in boxcar_widths(64))
@@ -79,7 +81,6 @@ def simulated_burst(plan: DMPlan, dm: float, t_s: float, width_s: float, nsamp: 
     Arrives at ``t_s`` at the top of the band with FWHM ``width_s``; the simulator adds
     the exact (unrounded) dispersion delays and in-channel smearing.
     """
-    from drafts_ops.simulate.burst import BurstSpec, burst_signal
 
     spec = BurstSpec(t_s=t_s, dm=dm, snr=20.0, width_s=width_s)
     return burst_signal(plan.freqs, plan.tsamp, spec, 0, nsamp)
@@ -101,7 +102,6 @@ def snr_loss_survey(
     ``algorithm`` runs on ``plan`` as given (decimated if ``plan.decimation`` says so);
     brute force runs on ``plan.undecimated()``, every trial at full resolution.
     """
-    from drafts_ops.dedisp.operator import dedisperse
 
     full = plan.undecimated()
     nsamp = nout + plan.max_delay

@@ -20,17 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from drafts_ops.core.atomic import write_json_atomic, write_text_atomic
+from drafts_ops.core.atomic import atomic_path, write_json_atomic, write_text_atomic
 from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import dispersion_delay_s
-from drafts_ops.evaluation import (
-    Band,
-    InjectedBurst,
-    match_candidates,
-    miss_reason,
-)
+from drafts_ops.detect.preprocess import robust_location_scale
+from drafts_ops.evaluation.causes import miss_reason
+from drafts_ops.evaluation.matching import Band, InjectedBurst, match_candidates
 from drafts_ops.io import open_observation, write_observation
 from drafts_ops.io.header import Header
+from drafts_ops.search import SearchConfig, run_search
 from drafts_ops.simulate.burst import BurstSpec, RenderedBurst
 from drafts_ops.simulate.truth import write_truth
 
@@ -83,7 +81,6 @@ class InjectionPlan:
 def channel_noise(reader, samples: int = NOISE_SAMPLES) -> tuple[np.ndarray, np.ndarray]:
     """Median and robust rms (MAD) of each channel, from up to ``samples`` spectra spread
     over the file, in file units (``[nchan]`` each)."""
-    from drafts_ops.detect.preprocess import robust_location_scale
 
     h = reader.header
     pieces = max(1, min(16, h.nsamples // 1024))
@@ -155,7 +152,6 @@ def completeness(path: str | Path, out_dir: str | Path, plan: InjectionPlan,
                  config: Any = None) -> Completeness:  # fmt: skip
     """Inject ``plan`` into ``path``, search the result into ``out_dir/search`` with
     ``config`` (:class:`~drafts_ops.search.SearchConfig`) and score it."""
-    from drafts_ops.search import SearchConfig, run_search
 
     out = Path(out_dir)
     injected, rendered = inject_file(path, out / f"{Path(path).stem}.injected.fil", plan)
@@ -221,10 +217,9 @@ def _markdown(report: Completeness, doc: dict[str, Any]) -> str:
 
 
 def _plot(doc: dict[str, Any], path: Path) -> Path:
+    # lazy: matplotlib takes ~0.5 s to import
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-
-    from drafts_ops.core.atomic import atomic_path
 
     fig = Figure(figsize=(10, 3.2))
     FigureCanvasAgg(fig)

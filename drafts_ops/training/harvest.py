@@ -3,21 +3,22 @@
 The classifier sees, in a survey, the cutouts :func:`drafts_ops.search.make_cutouts`
 makes for the candidates the search finds. So its training data are exactly those: seeded
 observations in the survey bands (:data:`HARVEST_BANDS`, each with its decimation), with
-bursts and every RFI kind in the same files (:func:`drafts_ops.evaluation.
-observation_configs`), searched by :func:`~drafts_ops.search.run_search` with the
-classical detector and its sub-band search (:data:`HARVEST_SEARCH`) to DM 3000. Each
-candidate's saved cutouts become one example, labelled a burst when it matches an
-injected burst (:func:`drafts_ops.evaluation.match_candidates`) and otherwise a negative
-of its cause (burst at an offset DM, burst fragment / sidelobe, impulsive, drifting,
-persistent RFI, noise; :func:`drafts_ops.evaluation.fp_causes`).
+bursts and every RFI kind in the same files
+(:func:`drafts_ops.evaluation.setup.observation_configs`), searched by
+:func:`~drafts_ops.search.run_search` with the classical detector and its sub-band search
+(:data:`HARVEST_SEARCH`) to DM 3000. Each candidate's saved cutouts become one example,
+labelled a burst when it matches an injected burst
+(:func:`drafts_ops.evaluation.matching.match_candidates`) and otherwise a negative of its
+cause (burst at an offset DM, burst fragment / sidelobe, impulsive, drifting, persistent
+RFI, noise; :func:`drafts_ops.evaluation.causes.fp_causes`).
 
-Training uses seeds 0, 1, ...; :func:`validate_classifier` uses a held-out seed, and
-``drafts evaluate search`` another one.
+Training uses seeds 0, 1, ...; :mod:`~drafts_ops.training.classifier_validation` uses a
+held-out seed, and ``drafts evaluate search`` another one.
 """
 
 from __future__ import annotations
 
-import itertools
+import json
 import shutil
 import tempfile
 import time
@@ -28,8 +29,14 @@ from typing import TypeVar
 
 import numpy as np
 
-from drafts_ops.ml import preprocess as pp
-from drafts_ops.ml.card import CLASSIFIER_SECTION
+from drafts_ops.core.atomic import atomic_path
+from drafts_ops.evaluation.matching import truth_bursts
+from drafts_ops.evaluation.setup import EvaluationSetup, evaluation_observations
+from drafts_ops.ml import inputs as pp
+from drafts_ops.ml.inference import DETECTOR_SCALES
+from drafts_ops.search import WORK_DIR, SearchConfig, load_cutouts, plan_search, search_segment
+from drafts_ops.simulate import write_simulation
+from drafts_ops.simulate.bands import SURVEY_BANDS
 
 T = TypeVar("T")
 
@@ -41,10 +48,6 @@ HARVEST_FILE_S = 20.0
 #: classifier sees the faint band-limited candidates (and sub-band RFI) it finds, besides
 #: every full-band candidate.
 HARVEST_SEARCH = {"search_subbands": 4}
-#: Seed of the classifier's held-out validation pool (training: 0, 1, ...).
-CLASSIFIER_VALIDATION_SEED = 20_261_131
-#: Edges of the reliability-curve bins (predicted probability).
-RELIABILITY_EDGES = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 
 
 def cached(
@@ -68,7 +71,7 @@ def cached(
 class CandidatePool:
     """Preprocessed classifier inputs of harvested candidates and what each one was.
 
-    ``freq_time``/``dm_time``: ``[n, 64, 64]`` (:mod:`drafts_ops.ml.preprocess`);
+    ``freq_time``/``dm_time``: ``[n, 64, 64]`` (:mod:`drafts_ops.ml.inputs`);
     ``labels``: 1 for a burst; ``causes``: ``"burst"`` or the negative's cause; ``snr``:
     the candidate's search S/N; ``injected_snr``: the matched burst's (NaN for negatives);
     ``bands``: the survey band of each.
@@ -89,7 +92,6 @@ class CandidatePool:
 
     def save(self, path: str | Path) -> Path:
         """Write the pool to ``path`` (``.npz``, atomically)."""
-        from drafts_ops.core.atomic import atomic_path
 
         with atomic_path(Path(path)) as tmp, tmp.open("wb") as fh:
             np.savez(fh, freq_time=self.freq_time, dm_time=self.dm_time, labels=self.labels,
@@ -126,9 +128,8 @@ class CandidatePool:
 
 
 def harvest_setup(seed: int, per_bin: int = 100):
-    """The :class:`~drafts_ops.evaluation.EvaluationSetup` of a harvest: the evaluation's
+    """The :class:`~drafts_ops.evaluation.setup.EvaluationSetup` of a harvest: the evaluation's
     operating point (bursts and RFI in the same files) in :data:`HARVEST_BANDS`."""
-    from drafts_ops.evaluation import EvaluationSetup
 
     return EvaluationSetup(seed=seed, per_bin=per_bin, bands=HARVEST_BANDS,
                            file_s=HARVEST_FILE_S)  # fmt: skip
@@ -136,7 +137,6 @@ def harvest_setup(seed: int, per_bin: int = 100):
 
 def interleaved_observations(setup) -> list:
     """The setup's (band, simulation) pairs, alternating between bands."""
-    from drafts_ops.evaluation import evaluation_observations
 
     by_band: dict[str, list] = {}
     for band, config in evaluation_observations(setup):
@@ -150,14 +150,9 @@ def harvest_file(
 ) -> CandidatePool:
     """Search one simulated file (``options``: other ``SearchConfig`` fields) and turn each
     candidate's cutouts into an example."""
-    from drafts_ops.evaluation import (
-        Band,
-        fp_causes,
-        match_candidates,
-        search_for_evaluation,
-        truth_bursts,
-    )
-    from drafts_ops.search import WORK_DIR, load_cutouts
+    from drafts_ops.evaluation.causes import fp_causes
+    from drafts_ops.evaluation.matching import Band, match_candidates, truth_bursts
+    from drafts_ops.evaluation.search import search_for_evaluation
 
     out = work / f"{path.stem}-harvest"
     result = search_for_evaluation(path, out, band, "classical", dm_max, options,
@@ -192,7 +187,6 @@ def harvest_file(
 def band_decimation() -> dict[str, list[int]]:
     """``{band: [time, frequency]}`` decimation of each decimated survey band, as the
     harvests search it."""
-    from drafts_ops.simulate.bands import SURVEY_BANDS
 
     return {name: [b.time_decimation, b.freq_decimation] for name, b in SURVEY_BANDS.items()
             if b.time_decimation * b.freq_decimation > 1}  # fmt: skip
@@ -230,7 +224,6 @@ def _harvest(
     seed: int, examples: int, per_bin: int, work_dir: str | Path | None,
     log: Callable[[str], None],
 ) -> CandidatePool:  # fmt: skip
-    from drafts_ops.simulate import write_simulation
 
     setup = harvest_setup(seed, per_bin)
     observations = interleaved_observations(setup)
@@ -293,9 +286,6 @@ class DetectorImages:
 
     def save(self, path: str | Path) -> Path:
         """Write to ``path`` (``.npz``, atomically)."""
-        import json
-
-        from drafts_ops.core.atomic import atomic_path
 
         with atomic_path(Path(path)) as tmp, tmp.open("wb") as fh:
             np.savez(fh, images=self.images, centres=json.dumps(self.centres),
@@ -305,7 +295,6 @@ class DetectorImages:
     @classmethod
     def load(cls, path: str | Path) -> DetectorImages:
         """Images written by :meth:`save`."""
-        import json
 
         with np.load(path) as npz:
             centres = [[tuple(c) for c in crop] for crop in json.loads(str(npz["centres"]))]
@@ -325,14 +314,13 @@ def pooled_dm_time(
 ) -> tuple[dict[str, np.ndarray], object]:
     """The search's DM-time data of a file (its default options in ``band``, to
     ``dm_max``), each column's DM axis max-pooled to the detector's 64 rows as inference
-    does (:func:`~drafts_ops.ml.preprocess.resample_axis`), and the plan. Pooling rows
+    does (:func:`~drafts_ops.ml.inputs.resample_axis`), and the plan. Pooling rows
     commutes with cropping columns, so crops of it are exactly the detector's input rows.
 
     Returns ``{"full": [64, nsamples]}`` and, with ``subbands > 1``, ``"sub<N>"``: the
     detector's input in a search with ``--detector-subbands N`` (the same rows raised to
     the sub-bands' where those are higher), from the same pass.
     """
-    from drafts_ops.search import SearchConfig, plan_search, search_segment
 
     ml = {"detector": "both", "detector_subbands": subbands} if subbands > 1 else {}
     config = SearchConfig(dm_max=dm_max, classify=False, write_h5=False, write_plots=False,
@@ -363,7 +351,7 @@ def detector_crops(
     burst centre ``(row, col)`` (``col`` in samples) at a random place inside (16 columns
     from the edges), and ``random_crops`` per burst at random places; each crop at a
     time-averaging factor drawn from ``scales`` (those that fit), prepared as inference
-    prepares it (:func:`~drafts_ops.ml.preprocess.prepare_dm_time`), with every centre it
+    prepares it (:func:`~drafts_ops.ml.inputs.prepare_dm_time`), with every centre it
     holds in its own detector columns."""
     nt = pooled.shape[1]
     fitting = [f for f in scales if columns * f <= nt]
@@ -398,7 +386,6 @@ def harvest_detector_images(
     many of the rows ``--detector-subbands`` gives the detector (band ``<band>-sub<N>``).
     ``cache``: a folder where they are kept and read back by a later call with the same
     seeds and sizes."""
-    from drafts_ops.ml.inference import DETECTOR_SCALES
 
     scales = "x".join(str(f) for f in DETECTOR_SCALES)
     views = f"-sub{subbands}" if subbands > 1 else ""
@@ -415,8 +402,6 @@ def _harvest_detector_images(  # noqa: PLR0917
     seeds: Sequence[int], per_bin: int, columns: int, bands: Sequence[str], dm_max: float,
     scales: Sequence[int], subbands: int, log: Callable[[str], None],
 ) -> DetectorImages:  # fmt: skip
-    from drafts_ops.evaluation import EvaluationSetup, evaluation_observations, truth_bursts
-    from drafts_ops.simulate import write_simulation
 
     parts: list[DetectorImages] = []
     t0 = time.perf_counter()
@@ -451,95 +436,3 @@ def _harvest_detector_images(  # noqa: PLR0917
     images = DetectorImages.concatenate(parts, columns)
     images.seconds = time.perf_counter() - t0
     return images
-
-
-# -- validation on held-out harvested candidates --------------------------------------------
-
-
-@dataclass
-class ClassifierValidation:
-    """The classifier on held-out harvested candidates (:data:`CLASSIFIER_VALIDATION_SEED`)."""
-
-    seed: int
-    threshold: float
-    examples: int
-    minutes: float
-    recall_by_snr: list[dict] = field(default_factory=list)
-    fp_by_cause: list[dict] = field(default_factory=list)
-    reliability: list[dict] = field(default_factory=list)
-    expected_calibration_error: float = float("nan")
-
-    def markdown(self) -> str:
-        lines = [
-            f"{CLASSIFIER_SECTION}\n",
-            f"Held-out seed {self.seed}: {self.examples} candidates the search found in "
-            f"{self.minutes:.1f} min of simulated data in the bands "
-            f"{', '.join(HARVEST_BANDS)} (bursts and every RFI kind in the same files; "
-            "`drafts_ops/ml/harvest.py`), at threshold "
-            f"{self.threshold:g}. `drafts evaluate classifier` reproduces it.",
-            "",
-            "| injected S/N | bursts | recall |",
-            "|---|---|---|",
-        ]
-        lines += [f"| {r['lo']:g}-{r['hi']:g} | {r['n']} | {_f(r['recall'])} |"
-                  for r in self.recall_by_snr]  # fmt: skip
-        lines += ["", "| negative (cause) | candidates | passed as bursts |", "|---|---|---|"]
-        lines += [f"| {r['cause']} | {r['n']} | {_f(r['fp_fraction'])} |"
-                  for r in self.fp_by_cause]  # fmt: skip
-        lines += ["", "Reliability (does the probability mean what it says?): expected "
-                  f"calibration error {_f(self.expected_calibration_error)}.", "",
-                  "| predicted | candidates | mean predicted | fraction bursts |",
-                  "|---|---|---|---|"]  # fmt: skip
-        lines += [f"| {r['lo']:g}-{r['hi']:g} | {r['n']} | {_f(r['mean_prob'])} | "
-                  f"{_f(r['burst_fraction'])} |" for r in self.reliability]  # fmt: skip
-        return "\n".join(lines) + "\n"
-
-
-def _f(x: float) -> str:
-    return "-" if not np.isfinite(x) else f"{x:.2f}"
-
-
-def validate_classifier(
-    pool: CandidatePool, probs: np.ndarray, *, seed: int, threshold: float = 0.5
-) -> ClassifierValidation:
-    """Recall by injected S/N, false-positive fraction per negative cause and the
-    reliability curve of ``probs`` (the classifier's output on ``pool``)."""
-    from drafts_ops.ml.evaluate import SNR_EDGES
-
-    probs = np.asarray(probs, np.float64)
-    v = ClassifierValidation(seed, threshold, len(pool), pool.minutes)
-    labels = pool.labels > 0.5
-    edges = list(SNR_EDGES)
-    for lo, hi in itertools.pairwise(edges):
-        sel = labels & (pool.injected_snr >= lo) & (pool.injected_snr < hi)
-        v.recall_by_snr.append({"lo": lo, "hi": hi, "n": int(sel.sum()),
-                                "recall": _mean(probs[sel] >= threshold)})  # fmt: skip
-    causes = np.array(pool.causes)
-    for cause in sorted(set(pool.causes) - {"burst"}):
-        sel = causes == cause
-        v.fp_by_cause.append({"cause": cause, "n": int(sel.sum()),
-                              "fp_fraction": _mean(probs[sel] >= threshold)})  # fmt: skip
-    ece = 0.0
-    for k, (lo, hi) in enumerate(itertools.pairwise(RELIABILITY_EDGES)):
-        last = k == len(RELIABILITY_EDGES) - 2
-        sel = (probs >= lo) & ((probs <= hi) if last else (probs < hi))
-        mean_p, frac = _mean(probs[sel]), _mean(labels[sel])
-        v.reliability.append({"lo": lo, "hi": hi, "n": int(sel.sum()), "mean_prob": mean_p,
-                              "burst_fraction": frac})  # fmt: skip
-        if sel.any():
-            ece += sel.sum() / max(len(pool), 1) * abs(mean_p - frac)
-    v.expected_calibration_error = float(ece)
-    return v
-
-
-def _mean(x: np.ndarray) -> float:
-    return float(np.mean(x)) if np.size(x) else float("nan")
-
-
-def classifier_probabilities(pool: CandidatePool, classifier=None) -> np.ndarray:
-    """The shipped (or given) classifier's probabilities on a harvested pool."""
-    if classifier is None:
-        from drafts_ops.ml.inference import load_classifier
-
-        classifier = load_classifier()
-    return np.asarray(classifier.predict_prepared(pool.freq_time, pool.dm_time), np.float64)

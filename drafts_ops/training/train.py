@@ -1,8 +1,8 @@
 """Training and ONNX export of the detector and the classifier (needs the ``train`` extra).
 
 Both trainings are seeded end to end (data, initial weights, batch order) and run on CPU
-in minutes. The data come from :mod:`drafts_ops.ml.data` (the project's simulator plus the
-reference dedisperser), already preprocessed exactly as inference does.
+in minutes. The data come from :mod:`drafts_ops.simulate.network_examples` (the project's
+simulator plus the reference dedisperser), already preprocessed exactly as inference does.
 
 Detector: CenterNet focal loss on a Gaussian heatmap (sigma 1 cell) around each burst
 centre (true DM, arrival at the top of the band) plus L1 loss on the sub-cell offsets.
@@ -24,12 +24,29 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from drafts_ops.core.atomic import atomic_path
 from drafts_ops.core.errors import DraftsError
 from drafts_ops.ml import ModelKind
-from drafts_ops.ml import preprocess as pp
+from drafts_ops.ml import inputs as pp
+from drafts_ops.ml.inference import DETECTOR_SCALES
+from drafts_ops.ml.manifest import update_manifest
+from drafts_ops.simulate import network_examples as data
+from drafts_ops.training.harvest import (
+    DetectorImages,
+    balanced_indices,
+    band_decimation,
+    cached,
+    harvest,
+)
+from drafts_ops.training.networks import (
+    ClassifierExport,
+    ClassifierNet,
+    DetectorExport,
+    DetectorNet,
+)
 
 if TYPE_CHECKING:
-    from drafts_ops.ml.harvest import DetectorImages
+    from drafts_ops.training.harvest import DetectorImages
 
 OPSET = 17
 #: Sigma (heatmap cells) of the Gaussian drawn around each burst centre.
@@ -52,7 +69,7 @@ CLASSIFIER_JITTER = 4
 def require_torch():
     """Import torch, or explain how to get it."""
     try:
-        import torch
+        import torch  # lazy: PyTorch is the optional train extra
     except ImportError as err:
         raise DraftsError(
             "training needs PyTorch: install the train extra (pip install 'drafts-ops[train]')"
@@ -169,19 +186,17 @@ def train_detector(
 
     The pool: ``pool_size`` simulated 64-channel blocks (:func:`data.detector_pool`) and
     the search's own DM-time data of seeded survey-band observations
-    (:func:`~drafts_ops.ml.harvest.harvest_detector_images`; ``survey_seeds`` default
-    :data:`~drafts_ops.ml.harvest.DETECTOR_HARVEST_SEEDS`, ``()`` for none), both kept
+    (:func:`~drafts_ops.training.harvest.harvest_detector_images`; ``survey_seeds`` default
+    :data:`~drafts_ops.training.harvest.DETECTOR_HARVEST_SEEDS`, ``()`` for none), both kept
     in ``pool_cache`` for the next run when given; ``survey_share`` of every batch comes
     from the survey-band images.
     """
-    from drafts_ops.ml.harvest import (
+    from drafts_ops.training.harvest import (
         DETECTOR_HARVEST_PER_BIN,
         DETECTOR_HARVEST_SEEDS,
         DETECTOR_HARVEST_SUBBANDS,
         harvest_detector_images,
     )
-    from drafts_ops.ml.inference import DETECTOR_SCALES
-    from drafts_ops.ml.models import DetectorNet
 
     torch, dev = _setup(seed, device)
     rng = np.random.default_rng(seed)
@@ -260,7 +275,7 @@ def train_classifier(
     log: Callable[[str], None] = print,
 ) -> TrainResult:
     """Train the burst classifier on candidates harvested from the search itself
-    (:func:`drafts_ops.ml.harvest.harvest`: the survey bands, bursts and every RFI kind in
+    (:func:`drafts_ops.training.harvest.harvest`: the survey bands, bursts and every RFI kind in
     the same files, the search's own cutouts), plus ``synthetic_size`` (default a third of
     ``pool_size``) synthetic cutouts (:func:`synthetic_pool`: pure noise and RFI at places
     no search candidate lies, so that the classifier does not call everything unfamiliar a
@@ -271,8 +286,6 @@ def train_classifier(
     (:func:`shift_columns`, up to :data:`CLASSIFIER_JITTER` columns). ``pool_cache``: a
     folder that keeps the harvested pool for the next run with the same seed and size.
     """
-    from drafts_ops.ml.harvest import balanced_indices, harvest
-    from drafts_ops.ml.models import ClassifierNet
 
     torch, dev = _setup(seed, device)
     rng = np.random.default_rng(seed)
@@ -339,12 +352,10 @@ def shift_columns(torch, images, shifts: np.ndarray):
 def synthetic_pool(
     seed: int, n: int, cache: str | Path | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``n`` synthetic 64-channel classifier examples (:func:`drafts_ops.ml.data.
+    """``n`` synthetic 64-channel classifier examples (:func:`drafts_ops.simulate.network_examples.
     classifier_pool`: bursts at a search's jittered position, and noise, persistent,
     impulsive and drifting RFI cutouts placed where no search candidate would be), kept
     in ``cache`` (a folder) when given."""
-    from drafts_ops.ml import data
-    from drafts_ops.ml.harvest import cached
 
     if n <= 0:
         empty = np.empty((0, pp.CLASSIFIER_SIZE, pp.CLASSIFIER_SIZE), np.float32)
@@ -356,10 +367,9 @@ def synthetic_pool(
 
 def synthetic_detector_pool(seed: int, n: int, cache: str | Path | None = None) -> DetectorImages:
     """``n`` simulated 64-channel detector images and their burst centres
-    (:func:`drafts_ops.ml.data.detector_pool`) as :class:`~drafts_ops.ml.harvest.
-    DetectorImages`, kept in ``cache`` (a folder) when given."""
-    from drafts_ops.ml import data
-    from drafts_ops.ml.harvest import DetectorImages, cached
+    (:func:`drafts_ops.simulate.network_examples.detector_pool`) as
+    :class:`~drafts_ops.training.harvest.DetectorImages`, kept in ``cache`` (a folder) when
+    given."""
 
     def compute() -> DetectorImages:
         t0 = time.perf_counter()
@@ -377,7 +387,6 @@ def _load_examples(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _save_examples(examples: tuple[np.ndarray, np.ndarray, np.ndarray], path: Path) -> None:
-    from drafts_ops.core.atomic import atomic_path
 
     ft, dt, labels = examples
     with atomic_path(path) as tmp, tmp.open("wb") as fh:
@@ -388,8 +397,6 @@ def _finish(
     kind, path, *, pool_size, net, steps, seed, t_data, t_train, loss, log, **recorded
 ) -> TrainResult:
     """Write the manifest entry (``recorded``: more fields of it) and report."""
-    from drafts_ops.ml.harvest import band_decimation
-    from drafts_ops.ml.manifest import update_manifest
 
     torch = require_torch()
     update_manifest(
@@ -414,7 +421,6 @@ def _finish(
 
 # -- export -------------------------------------------------------------------------------
 def _export(model, args: tuple, path: Path, *, inputs, outputs, dynamic_axes) -> Path:
-    from drafts_ops.core.atomic import atomic_path
 
     torch = require_torch()
     model.eval()
@@ -436,7 +442,6 @@ def _export(model, args: tuple, path: Path, *, inputs, outputs, dynamic_axes) ->
 def export_detector(net, path: str | Path) -> Path:
     """Export a :class:`DetectorNet` as ONNX: input ``dm_time [B, 1, 64, W]`` (W % 16 == 0),
     outputs ``heatmap [B, 1, 16, W/4]`` (0..1) and ``offset [B, 2, 16, W/4]`` (0..1)."""
-    from drafts_ops.ml.models import DetectorExport
 
     torch = require_torch()
     dummy = torch.zeros(1, 1, pp.DETECTOR_ROWS, 256)
@@ -458,7 +463,6 @@ def export_detector(net, path: str | Path) -> Path:
 def export_classifier(net, path: str | Path) -> Path:
     """Export a :class:`ClassifierNet` as ONNX: inputs ``freq_time`` and ``dm_time``
     ``[B, 1, 64, 64]``, output ``probability [B]``."""
-    from drafts_ops.ml.models import ClassifierExport
 
     torch = require_torch()
     size = pp.CLASSIFIER_SIZE

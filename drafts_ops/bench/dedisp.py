@@ -18,7 +18,10 @@ from typing import Any
 import numpy as np
 
 from drafts_ops.core.errors import ParameterError
+from drafts_ops.dedisp.operator import dedisperse
 from drafts_ops.dedisp.plan import DMPlan, fixed_step_dm_trials
+from drafts_ops.dedisp.prototype import dedisperse_prototype
+from drafts_ops.dedisp.reference import dedisperse_reference
 
 Runner = Callable[[np.ndarray], np.ndarray]
 
@@ -82,13 +85,11 @@ class BenchPath:
 
 
 def _reference(plan: DMPlan) -> Runner:
-    from drafts_ops.dedisp.reference import dedisperse_reference
 
     return lambda data: dedisperse_reference(data, plan.delays)
 
 
 def _prototype(plan: DMPlan) -> Runner:
-    from drafts_ops.dedisp.prototype import dedisperse_prototype
 
     return lambda data: dedisperse_prototype(data, plan)
 
@@ -97,7 +98,6 @@ def _production(
     algorithm: str, *, decimate: bool = False, eight_bit: bool = False
 ) -> Callable[[DMPlan], Runner]:
     def factory(plan: DMPlan) -> Runner:
-        from drafts_ops.dedisp.operator import dedisperse
 
         if decimate:  # the same DM trials, each at its Heimdall / DDplan time resolution
             plan = plan.decimated()

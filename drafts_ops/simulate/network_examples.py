@@ -19,7 +19,9 @@ import numpy as np
 
 from drafts_ops.dedisp.plan import delay_table, tolerance_dm_trials
 from drafts_ops.dedisp.reference import dedisperse_reference
-from drafts_ops.ml import preprocess as pp
+from drafts_ops.detect.cutouts import cutout_span, dm_time_cutout, freq_time_cutout
+from drafts_ops.detect.preprocess import preprocess_block
+from drafts_ops.ml import inputs as pp
 from drafts_ops.simulate import RFI_KINDS, BurstSpec, RFISpec, Simulation, SimulationConfig
 
 #: Ranges of the simulated bursts (documented in the model card).
@@ -102,7 +104,6 @@ def simulate(
     rfi: tuple[RFISpec, ...] = (),
 ) -> tuple[np.ndarray, Simulation]:
     """Simulate ``nsamp`` samples and clean them as the search does: ``[nchan, nsamp]``."""
-    from drafts_ops.detect.preprocess import preprocess_block
 
     config = SimulationConfig(
         nchans=setup.nchans,
@@ -244,7 +245,6 @@ def search_candidate(rng: np.random.Generator, burst: BurstSpec, tsamp: float) -
 
 def cutout_pair(data: np.ndarray, setup: Setup, cand: Candidate) -> tuple[np.ndarray, np.ndarray]:
     """FETCH-style freq-time ``[256 time, 256 freq]`` and DM-time ``[256, 256]`` cutouts."""
-    from drafts_ops.detect.cutouts import dm_time_cutout, freq_time_cutout
 
     args = (data, setup.freqs, setup.tsamp, cand.dm, cand.sample, cand.width_samples)
     return freq_time_cutout(*args), dm_time_cutout(*args)
@@ -260,7 +260,6 @@ def classifier_example(
     of 0-150; drifting signals: a time inside the sweep); noise and persistent RFI
     candidates are placed at random.
     """
-    from drafts_ops.detect.cutouts import cutout_span
 
     setup = random_setup(rng)
     ts = setup.tsamp

@@ -23,7 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from drafts_ops import search
 from drafts_ops.core.errors import ParameterError
+from drafts_ops.dedisp import dedisperse
+from drafts_ops.detect.preprocess import prepare_block, quantised_levels
+from drafts_ops.simulate import RFISpec, SimulationConfig, random_bursts, write_simulation
+from drafts_ops.simulate.bands import survey_band
 
 #: Orchestration paths and dedispersion modes the benchmark runs.
 PATHS = ("direct", "flow")
@@ -56,7 +61,6 @@ class SearchBenchConfig:
 
     def simulation(self):
         """The :class:`~drafts_ops.simulate.SimulationConfig` of this observation."""
-        from drafts_ops.simulate import RFISpec, SimulationConfig, random_bursts
 
         band = {"nchans": self.nchans, "fch1": self.fch1, "foff": self.foff,
                 "tsamp": self.tsamp, "duration_s": self.duration_s}  # fmt: skip
@@ -81,7 +85,6 @@ class SearchBenchConfig:
     @classmethod
     def from_band(cls, band: str, duration_s: float, **options: Any) -> SearchBenchConfig:
         """A configuration of the survey band ``band`` (:data:`SURVEY_BANDS`)."""
-        from drafts_ops.simulate.bands import survey_band
 
         b = survey_band(band)
         return cls(b.name, b.nchans, b.fch1, b.foff, b.tsamp, duration_s,
@@ -133,7 +136,6 @@ class RunFigures:
 
 def observation_file(config: SearchBenchConfig, data_dir: Path) -> Path:
     """The simulated observation of ``config`` in ``data_dir`` (written on first use)."""
-    from drafts_ops.simulate import write_simulation
 
     path = Path(data_dir) / config.file_name()
     if not path.exists():
@@ -146,8 +148,6 @@ def kernel_realtime_factor(path: Path, config: SearchBenchConfig, mode: str,
     """Real-time factor of the dedispersion operator alone on the search's DM plan and
     block length (median of ``repeats`` after a warm-up), on normalised random data in
     the search's own form (uint8 where the search quantises)."""
-    from drafts_ops import search
-    from drafts_ops.dedisp import dedisperse
 
     cfg = search.SearchConfig(dedisp_mode=mode, **config.options())
     plan = search.plan_search(path, cfg)
@@ -157,8 +157,6 @@ def kernel_realtime_factor(path: Path, config: SearchBenchConfig, mode: str,
     data = rng.standard_normal((dm_plan.nchan, block.read_len), dtype=np.float32)
     affine = {}
     if cfg.quantises:  # the search's own kernel input: 8-bit samples
-        from drafts_ops.detect.preprocess import prepare_block, quantised_levels
-
         levels = np.empty(data.shape, np.uint8)
         prepare_block(data, data.shape[1], levels, auto=False, clip_pixels=cfg.clip_pixels)
         data = levels

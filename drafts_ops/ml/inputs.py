@@ -28,6 +28,7 @@ from typing import Literal
 import numpy as np
 
 from drafts_ops.core.errors import ParameterError
+from drafts_ops.detect.kernels import standardise_rows_into
 
 #: Side of the classifier's square inputs after resampling.
 CLASSIFIER_SIZE = 64
@@ -126,7 +127,6 @@ def robust_standardise_rows(img: np.ndarray) -> np.ndarray:
     medians took 2.0-2.5 ms of a 64 x 4096 tile, the kernel ~0.6 ms), bit for bit the numpy
     expressions it replaces.
     """
-    from drafts_ops.detect.kernels import standardise_rows_into
 
     img = np.asarray(img, dtype=np.float32)
     rows = img.reshape(-1, img.shape[-1])  # a view where it can be: no copy of a tile
