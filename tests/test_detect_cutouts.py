@@ -150,8 +150,8 @@ def test_cutouts_equal_the_dedispersed_series_decimated(rng, monkeypatch, dm, sa
 def test_frequency_rebinning_averages_by_overlap(nchan):
     """The sparse rebinning kernel equals the dense overlap-average matrix (each output
     channel the mean of the input channels it covers, by fraction of overlap)."""
+    from drafts_ops.detect.cutout_kernels import rebin_rows_into
     from drafts_ops.detect.cutouts import _rebin_weights
-    from drafts_ops.detect.kernels import rebin_rows_into
 
     edges_in, edges_out = np.linspace(0, 1, nchan + 1), np.linspace(0, 1, 257)
     overlap = np.clip(np.minimum(edges_out[1:, None], edges_in[None, 1:])

@@ -126,7 +126,7 @@ def test_uint16_median_and_mad_from_histograms_equal_the_selections(rng, spread,
     for narrow, wide (the selection fallback) and constant channels, odd and even
     counts, every stride."""
     from drafts_ops.detect import preprocess
-    from drafts_ops.detect.kernels import channel_median_mad_int, channel_median_scale
+    from drafts_ops.detect.statistics_kernels import channel_median_mad_int, channel_median_scale
 
     data = np.clip(rng.normal(1600.0, spread, (9, 2049)), 0, 65535).astype(np.uint16)
     data[0] = 77
@@ -148,7 +148,7 @@ def test_decimated_blocks_take_their_statistics_from_histograms(rng, monkeypatch
     as with the selections, bit for bit, for factors that are not powers of two too; data
     that are not such averages fall back to the selections."""
     from drafts_ops.detect import preprocess
-    from drafts_ops.detect.kernels import channel_median_mad_int, channel_median_scale
+    from drafts_ops.detect.statistics_kernels import channel_median_mad_int, channel_median_scale
 
     for factor in (16, 24, 3):
         sums = np.clip(np.rint(rng.normal(100.0 * factor, 8.0 * factor, (16, 5000))), 0,

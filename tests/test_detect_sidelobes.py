@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from drafts_ops.dedisp.plan import delay_table, dispersion_delay_s
-from drafts_ops.detect.cluster import Clusters, cluster_giants, merge_blocks, merge_sidelobes
+from drafts_ops.detect.cluster import Clusters, cluster_giants, merge_blocks
+from drafts_ops.detect.sidelobes import merge_sidelobes
 from drafts_ops.detect.single_pulse import Giants
 from drafts_ops.io.header import Header
 from drafts_ops.io.sigproc import write_sigproc
@@ -68,7 +69,7 @@ def test_only_a_brighter_head_absorbs_and_spans_grow():
 def test_sidelobe_owners_say_where_each_cluster_went():
     """merge_sidelobes is sidelobe_owners then fold_clusters: each cluster's owner is the
     brighter head it is a sidelobe of, or itself, and the fold says where each went."""
-    from drafts_ops.detect.cluster import fold_clusters, sidelobe_owners
+    from drafts_ops.detect.sidelobes import fold_clusters, sidelobe_owners
 
     rows = [(3, 1000, 4, 40.0, 30), (4, 960, 23, 9.0, 2), (0, 5000, 2, 12.0, 5)]
     clusters = _clusters(rows)  # brightest first: 40, 12, 9
@@ -254,13 +255,13 @@ def _cand(sample, dm, snr, width):
 def _measured(f_lo, f_hi, widen=1.0, gain=1.0):
     """A pulse measure giving every candidate the band ``f_lo..f_hi`` MHz and a pulse
     ``widen`` times its boxcar with ``gain`` times its S/N."""
-    from drafts_ops.detect.cluster import PulseShape
+    from drafts_ops.detect.pulse import PulseShape
 
     return lambda c: PulseShape(f_lo, f_hi, c.width_samples * widen, c.snr * gain)
 
 
 def test_full_band_spectrum_folds_nothing():
-    from drafts_ops.detect.cluster import fold_measured_sidelobes
+    from drafts_ops.detect.sidelobes import fold_measured_sidelobes
 
     freqs = HEADER.chan_freqs
     bright = _cand(1000, 300.0, 30.0, 4)
@@ -287,7 +288,7 @@ def test_a_faint_band_limited_burst_takes_its_arms():
     """A S/N 7.5 burst over a tenth of the band: its arm 10 units of DM away, nearly as
     bright (band-limited arms fade slowly), is folded into it, not left a false positive;
     below the faintest measured S/N the spectrum is not measured and both stay."""
-    from drafts_ops.detect.cluster import SPECTRUM_MIN_SNR, fold_measured_sidelobes
+    from drafts_ops.detect.sidelobes import SPECTRUM_MIN_SNR, fold_measured_sidelobes
 
     freqs = HEADER.chan_freqs
     bright = _cand(1000, 300.0, 7.5, 4)
@@ -302,7 +303,7 @@ def test_a_faint_band_limited_burst_takes_its_arms():
 
 
 def test_arms_of_a_pulse_wider_than_the_widest_boxcar_fold_into_it():
-    from drafts_ops.detect.cluster import fold_measured_sidelobes
+    from drafts_ops.detect.sidelobes import fold_measured_sidelobes
 
     freqs = HEADER.chan_freqs
     bright = _cand(1000, 300.0, 30.0, 64)  # at the widest boxcar
@@ -367,7 +368,7 @@ def test_a_broadband_burst_on_the_arm_of_narrow_band_rfi_is_kept():
     """A narrow-band head (a tenth of the band) explains a weaker candidate on its arm by
     S/N and timing; if that candidate's pulse shows S/N >= 5 outside the head's band (a
     broadband burst) it stays a candidate; an arm that emits only in the band is folded."""
-    from drafts_ops.detect.cluster import ARM_OUTSIDE_SNR, fold_measured_sidelobes
+    from drafts_ops.detect.sidelobes import ARM_OUTSIDE_SNR, fold_measured_sidelobes
 
     freqs = HEADER.chan_freqs
     bright = _cand(1000, 300.0, 30.0, 4)
@@ -400,7 +401,7 @@ def test_a_broadband_burst_on_the_arm_of_narrow_band_rfi_is_kept():
 def test_snr_outside_a_band_tells_a_broadband_burst_from_a_band_limited_one(tmp_path):
     """A full-band S/N 20 burst shows S/N >= 8 outside 1270-1330 MHz; a burst emitting
     only at 1285-1315 MHz (S/N 30) shows noise there; no channel outside: 0."""
-    from drafts_ops.detect.cluster import ARM_OUTSIDE_SNR
+    from drafts_ops.detect.sidelobes import ARM_OUTSIDE_SNR
     from drafts_ops.io import open_observation
     from drafts_ops.search.windows import CutoutMaker
     from drafts_ops.simulate import BurstSpec, SimulationConfig, write_simulation
@@ -436,7 +437,7 @@ def test_standardised_profile_equals_numpy_on_the_file_layout(rng):
     """The out-of-band test's compiled profile: each channel's window (indices held within
     the data) standardised, clipped and summed, read straight from a transposed 8-bit view
     (a SIGPROC file's layout) with a constant channel; as numpy computes it."""
-    from drafts_ops.detect.kernels import standardised_profile
+    from drafts_ops.detect.cutout_kernels import standardised_profile
 
     file_layout = rng.integers(0, 256, (3000, 64), dtype=np.uint8)
     file_layout[:, 5] = 7  # constant: left at zero after its mean
@@ -486,7 +487,9 @@ def _release(cands, giants, label, shape, outside_snr, *, within=lambda dm: 0.0)
     """release_hidden_bursts with pulse measures that record what they were asked:
     ``shape`` for every pulse, ``outside_snr`` for every test outside a band and
     ``within(dm)`` for a test within one of the candidate at ``dm``."""
-    from drafts_ops.detect.cluster import ClusterLinks, Response, release_hidden_bursts
+    from drafts_ops.detect.cluster import ClusterLinks
+    from drafts_ops.detect.hidden_bursts import release_hidden_bursts
+    from drafts_ops.detect.response import Response
 
     asked = {"shape": [], "outside": [], "within": []}
 
@@ -514,7 +517,7 @@ def test_a_broadband_burst_hidden_in_a_band_limited_signals_cluster_is_released(
     """Off the narrow band's crossing window, emitting outside that band and brighter than
     the head's own emission where such an arm would come from: a candidate of its own,
     its members leaving the head's; the head's own arm stays in its cluster."""
-    from drafts_ops.detect.cluster import ARM_OUTSIDE_SNR
+    from drafts_ops.detect.sidelobes import ARM_OUTSIDE_SNR
 
     cands, giants, label = _hidden_scene()
     narrow = _measured(1250.0, 1275.0)
@@ -538,7 +541,7 @@ def test_a_broadband_burst_hidden_in_a_band_limited_signals_cluster_is_released(
 def test_a_released_arm_of_another_burst_joins_that_burst():
     """A brighter full-band burst whose emission at the frequencies that put its arm there
     is bright enough takes the released cluster's members; none is added."""
-    from drafts_ops.detect.cluster import ARM_OUTSIDE_SNR
+    from drafts_ops.detect.sidelobes import ARM_OUTSIDE_SNR
 
     cands, giants, label = _hidden_scene()
     other = cands[0].replace(dm=410.0, dm_index=41, sample=1040, snr=20.0, members=50)
@@ -550,7 +553,7 @@ def test_a_released_arm_of_another_burst_joins_that_burst():
 
 
 def test_a_full_band_head_or_a_group_on_its_narrow_arm_releases_nothing():
-    from drafts_ops.detect.cluster import ARM_OUTSIDE_SNR
+    from drafts_ops.detect.sidelobes import ARM_OUTSIDE_SNR
 
     cands, giants, label = _hidden_scene()
     freqs = HEADER.chan_freqs

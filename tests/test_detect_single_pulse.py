@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from drafts_ops.core.errors import ObservationError, ParameterError
-from drafts_ops.detect import kernels
+from drafts_ops.detect import boxcar_kernels, statistics_kernels
 from drafts_ops.detect.single_pulse import Giants, boxcar_widths, find_giants
 
 
@@ -38,7 +38,7 @@ def _search(series, widths, window=512, valid=None, py_func=False):
     snr = np.empty(series.shape, np.float32)
     index = np.empty(series.shape, np.int8)
     rows = np.full(series.shape[0], series.shape[1], np.int64) if valid is None else valid
-    kernel = kernels.search_rows.py_func if py_func else kernels.search_rows
+    kernel = boxcar_kernels.search_rows.py_func if py_func else boxcar_kernels.search_rows
     kernel(series, rows, np.asarray(widths, np.int64), window, 1024, snr, index)
     return snr, index
 
@@ -74,7 +74,7 @@ def test_search_kernel_in_place_equals_separate_output(rng, widths):
     valid = np.array([3000, 2500, 3000, 1, 0], np.int64)
     snr, index = _search(series, widths, valid=valid)
     in_place, in_place_index = series.copy(), np.empty(series.shape, np.int8)
-    kernels.search_rows(in_place, valid, np.asarray(widths, np.int64), 512, 1024, in_place,
+    boxcar_kernels.search_rows(in_place, valid, np.asarray(widths, np.int64), 512, 1024, in_place,
                         in_place_index)  # fmt: skip
     np.testing.assert_array_equal(in_place, snr)
     np.testing.assert_array_equal(in_place_index, index)
@@ -96,11 +96,11 @@ def test_median_selection_equals_numpy(rng, kind):
                   "sorted": np.arange(n, 0, -1.0), "constant": np.full(n, 3.0)}[kind]  # fmt: skip
         for k in {0, n // 3, n // 2, n - 1}:
             v = values.copy()
-            assert kernels._select(v, k) == np.partition(values, k)[k]
+            assert statistics_kernels._select(v, k) == np.partition(values, k)[k]
             assert v[k] == np.partition(values, k)[k]
             assert np.all(v[:k] <= v[k]) and np.all(v[k + 1 :] >= v[k])
             assert np.array_equal(np.sort(v), np.sort(values))
-        assert kernels._median(values.copy()) == np.median(values)
+        assert statistics_kernels._median(values.copy()) == np.median(values)
 
 
 @pytest.mark.parametrize("width", [1, 4, 16])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from drafts_ops.io import reader
+from drafts_ops.io import transpose
 
 
 @pytest.mark.parametrize("shape", [(58392, 1024), (1003, 517), (4097, 24), (9000, 7)])
@@ -17,7 +17,7 @@ def test_byte_blocks_transpose_exactly(shape, offset):
     buffer = rng.integers(0, 256, size=shape[0] * shape[1] + offset, dtype=np.uint8)
     spectra = buffer[offset:].reshape(shape)
     out = np.empty(shape[::-1], np.uint8)
-    reader.transpose_into(out, spectra)
+    transpose.transpose_into(out, spectra)
     np.testing.assert_array_equal(out, spectra.T)
 
 
@@ -27,14 +27,14 @@ def test_byte_blocks_of_a_channel_range_and_other_dtypes_transpose_exactly():
     rng = np.random.default_rng(1)
     spectra = rng.integers(0, 256, size=(3000, 1024), dtype=np.uint8)
     part = spectra[:, 136:400]
-    assert reader._transpose_bytes(np.empty((264, 3000), np.uint8), part)
+    assert transpose._transpose_bytes(np.empty((264, 3000), np.uint8), part)
     out = np.empty((264, 3000), np.uint8)
-    reader.transpose_into(out, part)
+    transpose.transpose_into(out, part)
     np.testing.assert_array_equal(out, part.T)
     floats = spectra.astype(np.float32)
-    assert not reader._transpose_bytes(np.empty((1024, 3000), np.float32), floats)
+    assert not transpose._transpose_bytes(np.empty((1024, 3000), np.float32), floats)
     out32 = np.empty((1024, 3000), np.float32)
-    reader.transpose_into(out32, floats)
+    transpose.transpose_into(out32, floats)
     np.testing.assert_array_equal(out32, floats.T)
 
 
@@ -42,16 +42,15 @@ def test_a_transposed_view_is_copied_without_the_tiled_kernels(monkeypatch):
     """A block that is already stored as the spectra are (a transposed view: the
     simulator's time-major noise) is copied as it lies: the tiled transposes, 30x slower
     there (2 s per 1.6 GB of FAST raw written), are not used."""
-    from drafts_ops.detect import kernels
 
     def refuse(*args):
         raise AssertionError("tiled transpose used for a plain copy")
 
-    monkeypatch.setattr(kernels, "transpose_into_kernel", refuse)
-    monkeypatch.setattr(kernels, "transpose_bytes_kernel", refuse)
+    monkeypatch.setattr(transpose, "transpose_into_kernel", refuse)
+    monkeypatch.setattr(transpose, "transpose_bytes_kernel", refuse)
     spectra = np.random.default_rng(2).integers(0, 256, size=(5000, 1024), dtype=np.uint8)
     out = np.empty((5000, 1024), np.uint8)
-    reader.transpose_into(out, spectra.T)
+    transpose.transpose_into(out, spectra.T)
     np.testing.assert_array_equal(out, spectra)
 
 

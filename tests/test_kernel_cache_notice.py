@@ -38,7 +38,7 @@ def test_the_marker_follows_the_kernels_sources(tmp_path, monkeypatch):
     from drafts_ops.core import hardware
 
     package = Path(drafts_ops.__file__).parent
-    assert package / "detect" / "kernels.py" in hardware._cached_kernel_modules()
+    assert package / "detect" / "boxcar_kernels.py" in hardware._cached_kernel_modules()
     module = tmp_path / "kernels.py"
     module.write_text("@nb.njit(cache=True)\n")
     monkeypatch.setattr(hardware, "_cached_kernel_modules", lambda: [module])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from drafts_ops.core.errors import OperatorError
-from drafts_ops.dedisp.kernels import accumulate_span, dedisperse_span, dedisperse_thread
+from drafts_ops.dedisp.brute_kernels import accumulate_span, dedisperse_span, dedisperse_thread
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.dedisp.prototype import dedisperse_prototype, launch_geometry
 from drafts_ops.dedisp.reference import dedisperse_reference

@@ -176,13 +176,13 @@ def test_smeared_cdf_rows_follow_the_gaussian_and_the_boxcar():
     ramp across the boxcar for a zero-width pulse, symmetric about the centre otherwise."""
     import math
 
-    from drafts_ops.simulate import kernels
+    from drafts_ops.simulate import render_kernels
 
     grid = np.linspace(-3e-3, 3e-3, 601)
     out = np.empty((3, grid.size))
     start = np.zeros(3)
-    kernels.smeared_cdf_rows(start, grid, 5e-4, np.array([0.0, 2e-3, 2e-3]), 1e-9, out[:2])
-    kernels.smeared_cdf_rows(start[2:], grid, 0.0, np.array([2e-3]), 1e-9, out[2:])
+    render_kernels.smeared_cdf_rows(start, grid, 5e-4, np.array([0.0, 2e-3, 2e-3]), 1e-9, out[:2])
+    render_kernels.smeared_cdf_rows(start[2:], grid, 0.0, np.array([2e-3]), 1e-9, out[2:])
     gauss = [0.5 * math.erfc(-x / 5e-4 / math.sqrt(2)) for x in grid]
     np.testing.assert_allclose(out[0], gauss, atol=1e-12)
     np.testing.assert_allclose(out[1] + out[1][::-1], 1.0, atol=1e-12)  # symmetric pulse

@@ -7,28 +7,28 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from drafts_ops.simulate import kernels
+from drafts_ops.simulate import render_kernels
 from drafts_ops.simulate.noise import NoiseModel, bandpass_gain, stream_key
 
-TABLE = kernels.normal_table()
+TABLE = render_kernels.normal_table()
 KEY = np.uint64(7)
 
 
 @pytest.mark.parametrize("p", [1e-300, 1e-20, 1e-9, 1e-3, 0.02, 0.3, 0.5, 0.7, 0.97, 1 - 1e-12])
 def test_ndtri_matches_statistics_inv_cdf(p):
-    assert kernels.ndtri(p) == pytest.approx(NormalDist().inv_cdf(p), rel=1e-14, abs=1e-14)
+    assert render_kernels.ndtri(p) == pytest.approx(NormalDist().inv_cdf(p), rel=1e-14, abs=1e-14)
 
 
 def test_ndtr_matches_statistics_cdf():
     x = np.array([-6.0, -2.5, -0.3, 0.0, 1.7, 4.0])
     expected = [NormalDist().cdf(v) for v in x]
-    np.testing.assert_allclose(kernels.ndtr(x), expected, rtol=1e-9)  # erf loses tail digits
+    np.testing.assert_allclose(render_kernels.ndtr(x), expected, rtol=1e-9)  # erf loses tail digits
 
 
 def _fill(nsamp, nchan, start=0, key=KEY):
     out = np.empty((nsamp, nchan), np.float32)
     zeros, ones = np.zeros(nchan, np.float32), np.ones(nchan, np.float32)
-    kernels.fill_noise(out, start, key, zeros, ones, TABLE, np.float32(0), False)
+    render_kernels.fill_noise(out, start, key, zeros, ones, TABLE, np.float32(0), False)
     return out
 
 
@@ -37,7 +37,10 @@ def test_fill_noise_is_the_counter_stream(nchan):
     """Row r, channel c holds deviate (start + r) * nchan + c, whatever the block split."""
     block = _fill(5, nchan, start=11)
     expected = [
-        [kernels.element_normal(np.uint64(7), (11 + r) * nchan + c, TABLE) for c in range(nchan)]
+        [
+            render_kernels.element_normal(np.uint64(7), (11 + r) * nchan + c, TABLE)
+            for c in range(nchan)
+        ]
         for r in range(5)
     ]
     np.testing.assert_array_equal(block, np.array(expected, np.float32))
@@ -48,7 +51,9 @@ def test_fill_noise_is_the_counter_stream(nchan):
 def test_fill_noise_py_func_agrees():
     out = np.empty((3, 5), np.float32)
     zeros, ones = np.zeros(5, np.float32), np.ones(5, np.float32)
-    kernels.fill_noise.py_func(out, 2, np.uint64(7), zeros, ones, TABLE, np.float32(0), False)
+    render_kernels.fill_noise.py_func(
+        out, 2, np.uint64(7), zeros, ones, TABLE, np.float32(0), False
+    )
     np.testing.assert_array_equal(out, _fill(5, 5)[2:5])
 
 

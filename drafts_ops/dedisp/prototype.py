@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from drafts_ops.core.errors import OperatorError
-from drafts_ops.dedisp.kernels import dedisperse_thread
+from drafts_ops.dedisp.brute_kernels import dedisperse_thread
 from drafts_ops.dedisp.launch import Dim, Kernel, launch
 from drafts_ops.dedisp.modes import Backend
 from drafts_ops.dedisp.plan import DMPlan

@@ -30,14 +30,14 @@ import numpy as np
 
 from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import delay_table
-from drafts_ops.detect.kernels import (
+from drafts_ops.detect.cutout_kernels import (
     normalised_phased_sums,
     rebin_rows_into,
     strided_dedisperse,
     strided_shift,
 )
 from drafts_ops.detect.preprocess import channel_location_scale
-from drafts_ops.io.reader import transpose_into
+from drafts_ops.io.transpose import transpose_into
 
 #: Samples per channel (the start of the window) from which a cutout's median and IQR are
 #: taken.

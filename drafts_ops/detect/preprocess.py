@@ -14,17 +14,19 @@ from typing import Literal
 import numpy as np
 
 from drafts_ops.core.errors import ParameterError
-from drafts_ops.detect.kernels import (
+from drafts_ops.detect.preprocess_kernels import (
     QUANTISED_ZERO,
-    channel_median_mad_int,
-    channel_median_mad_u8,
-    channel_median_scale,
-    channel_moments,
     decimate_into,
     normalise_into,
     normalised_mean_series,
     quantise_normalised_in_place,
     quantise_normalised_into,
+)
+from drafts_ops.detect.statistics_kernels import (
+    channel_median_mad_int,
+    channel_median_mad_u8,
+    channel_median_scale,
+    channel_moments,
 )
 from drafts_ops.io.header import Header
 

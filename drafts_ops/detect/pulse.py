@@ -3,6 +3,7 @@ width (for the merge's sidelobe and hidden-burst rules)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -104,3 +105,15 @@ def pulse_width(freq_time: np.ndarray, width_samples: int) -> tuple[float, float
         return float(width_samples), 1.0
     n = max(snr, key=snr.get)
     return float(max(n * factor, width_samples)), max(snr[n] / snr[own], 1.0)
+
+
+@dataclass(frozen=True)
+class PulseShape:
+    """A candidate's pulse as its dedispersed waterfall shows it: the band where it emits
+    (MHz), its width (samples, may exceed the search's widest boxcar) and its S/N at that
+    width."""
+
+    f_lo_mhz: float
+    f_hi_mhz: float
+    width_samples: float
+    snr: float

@@ -20,7 +20,8 @@ import numpy as np
 
 from drafts_ops.core.atomic import atomic_path
 from drafts_ops.core.errors import ObservationError, ParameterError
-from drafts_ops.detect.kernels import run_peaks, search_rows
+from drafts_ops.detect.boxcar_kernels import search_rows
+from drafts_ops.detect.cluster_kernels import run_peaks
 
 
 def boxcar_widths(max_width: int) -> np.ndarray:

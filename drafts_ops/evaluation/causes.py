@@ -11,7 +11,7 @@ import numpy as np
 
 from drafts_ops.dedisp.plan import dispersion_delay_s
 from drafts_ops.detect.candidates import Candidate
-from drafts_ops.detect.cluster import SIDELOBE_SNR_FACTOR, SIDELOBE_SNR_MARGIN, sidelobe_snr
+from drafts_ops.detect.response import SIDELOBE_SNR_FACTOR, SIDELOBE_SNR_MARGIN, sidelobe_snr
 from drafts_ops.evaluation.matching import (
     Band,
     InjectedBurst,
@@ -77,7 +77,7 @@ def on_burst_sweep(cand: Candidate, burst: InjectedBurst, band: Band) -> bool:
     """Whether ``cand`` (at any DM) can be the burst's own response: the two sweeps cross
     inside the burst's emitting band within the candidate's or the burst's width, and the
     candidate is no brighter than the burst's response there (the smear across its
-    emitting band; :func:`drafts_ops.detect.cluster.sidelobe_snr`, with the sidelobe
+    emitting band; :func:`drafts_ops.detect.response.sidelobe_snr`, with the sidelobe
     model's tolerance)."""
     return sweeps_cross(cand, burst, band) and _within_response(cand, burst, band)
 

@@ -32,7 +32,8 @@ from drafts_ops.io.header import (
     string_from_packed,
     telescope_id_from_name,
 )
-from drafts_ops.io.reader import ObservationReader, checked_header, transpose_into
+from drafts_ops.io.reader import ObservationReader, checked_header
+from drafts_ops.io.transpose import transpose_into
 
 #: NBITS a PSRFITS search-mode file may hold here.
 PSRFITS_NBITS = (1, 2, 4, 8)

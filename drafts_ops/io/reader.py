@@ -12,6 +12,7 @@ import numpy as np
 from drafts_ops.core.errors import ObservationError, ParameterError
 from drafts_ops.io import bits
 from drafts_ops.io.header import Header
+from drafts_ops.io.transpose import transpose_into
 
 
 def advise_mapping(
@@ -142,44 +143,6 @@ def transposed(array: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
     out = np.empty(array.shape[::-1], dtype=dtype)
     transpose_into(out, array)
     return out
-
-
-def transpose_into(out: np.ndarray, array: np.ndarray) -> None:
-    """``out[...] = array.T`` for 2-D arrays: a parallel tiled copy (Numba).
-
-    The readers' hot spot (files store spectra, blocks are channel-major): about 5x faster
-    than numpy's transposing copy for blocks of thousands of channels and samples.
-    """
-    from drafts_ops.detect.kernels import transpose_into_kernel
-
-    if array.size < 65536 or array.dtype.byteorder not in ("=", "|"):
-        out[...] = array.T
-        return
-    if array.strides[0] == array.itemsize:
-        out[...] = array.T  # already stored as ``out`` is (a transposed view): a plain copy
-        return
-    if _transpose_bytes(out, array):
-        return
-    transpose_into_kernel(array, out)
-
-
-def _transpose_bytes(out: np.ndarray, array: np.ndarray) -> bool:
-    """``out[...] = array.T`` for uint8 arrays whose rows are contiguous, 8 x 8 bytes at a
-    time through uint64 words (the edges left by sizes that are not multiples of 8 by
-    numpy); False (nothing done) for other arrays."""
-    from drafts_ops.detect.kernels import transpose_bytes_kernel
-
-    if array.dtype != np.uint8 or out.dtype != np.uint8:
-        return False
-    if array.strides[1] != 1 or out.strides[1] != 1 or out.shape != array.shape[::-1]:
-        return False
-    rows, cols = (array.shape[0] // 8) * 8, (array.shape[1] // 8) * 8
-    if rows == 0 or cols == 0:
-        return False
-    transpose_bytes_kernel(array[:rows, :cols].view(np.uint64), out[:cols, :rows].view(np.uint64))
-    out[cols:, :] = array[:, cols:].T
-    out[:cols, rows:] = array[rows:, :cols].T
-    return True
 
 
 def check_finite(path: Path | str, block: np.ndarray, start: int) -> None:

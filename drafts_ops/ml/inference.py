@@ -19,7 +19,7 @@ import numpy as np
 
 from drafts_ops.core.errors import DraftsError, ModelError, ParameterError
 from drafts_ops.core.resources import resource_dir
-from drafts_ops.detect.kernels import keep_apart
+from drafts_ops.detect.cluster_kernels import keep_apart
 from drafts_ops.ml import inputs as pp
 from drafts_ops.ml.manifest import verify_model
 

@@ -28,7 +28,7 @@ from typing import Literal
 import numpy as np
 
 from drafts_ops.core.errors import ParameterError
-from drafts_ops.detect.kernels import standardise_rows_into
+from drafts_ops.detect.statistics_kernels import standardise_rows_into
 
 #: Side of the classifier's square inputs after resampling.
 CLASSIFIER_SIZE = 64

@@ -8,7 +8,7 @@ import numpy as np
 from drafts_ops import dedisp
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.dedisp.subband import BandPooling
-from drafts_ops.detect.kernels import search_rows
+from drafts_ops.detect.boxcar_kernels import search_rows
 from drafts_ops.detect.single_pulse import baseline_window, boxcar_widths
 from drafts_ops.search.config import SearchConfig
 from drafts_ops.search.plan import SearchPlan

@@ -17,11 +17,12 @@ from pathlib import Path
 import numpy as np
 
 from drafts_ops.core.errors import ParameterError
-from drafts_ops.detect.kernels import averages_to_sums_into, decimate_spectra_into
 from drafts_ops.detect.preprocess import (
     decimate_block,
 )
-from drafts_ops.io.reader import advise_mapping, transpose_into
+from drafts_ops.detect.preprocess_kernels import averages_to_sums_into, decimate_spectra_into
+from drafts_ops.io.reader import advise_mapping
+from drafts_ops.io.transpose import transpose_into
 from drafts_ops.search.plan import DECIMATION_CHUNK_BYTES, BlockRange, SearchPlan
 
 

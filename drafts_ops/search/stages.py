@@ -11,15 +11,11 @@ import numpy as np
 
 from drafts_ops.core.atomic import atomic_path
 from drafts_ops.detect.candidates import Candidate, candidates_from_clusters, reported_at_peaks
-from drafts_ops.detect.cluster import (
-    Response,
-    fold_clusters,
-    fold_measured_sidelobes,
-    labelled_clusters,
-    release_hidden_bursts,
-    sidelobe_owners,
-)
+from drafts_ops.detect.cluster import labelled_clusters
+from drafts_ops.detect.hidden_bursts import release_hidden_bursts
 from drafts_ops.detect.plots import CandidatePlotter, wants_helper
+from drafts_ops.detect.response import Response
+from drafts_ops.detect.sidelobes import fold_clusters, fold_measured_sidelobes, sidelobe_owners
 from drafts_ops.detect.single_pulse import Giants
 from drafts_ops.detect.writers import fetch_name, write_cand, write_csv, write_fetch_h5
 from drafts_ops.io import open_observation

@@ -12,7 +12,7 @@ import numpy as np
 
 from drafts_ops.dedisp.plan import DMPlan, dispersion_delay_s
 from drafts_ops.dedisp.subband import BandPooling
-from drafts_ops.detect.kernels import search_rows
+from drafts_ops.detect.boxcar_kernels import search_rows
 from drafts_ops.detect.single_pulse import (
     Giants,
     baseline_window,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from drafts_ops.detect.candidates import Candidate
-from drafts_ops.detect.cluster import PulseShape
+from drafts_ops.detect.cutout_kernels import standardised_profile
 from drafts_ops.detect.cutouts import (
     CUTOUT_STATS_SAMPLES,
     channel_read_stops,
@@ -29,13 +29,13 @@ from drafts_ops.detect.cutouts import (
     cutout_span,
     freq_time_cutout,
 )
-from drafts_ops.detect.kernels import standardised_profile
 from drafts_ops.detect.preprocess import (
     auto_mask,
     decimate_mask,
     robust_location_scale,
     static_mask,
 )
+from drafts_ops.detect.pulse import PulseShape
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -41,7 +41,7 @@ import numpy as np
 from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import delay_table, dispersion_delay_s, smearing_s
 from drafts_ops.detect.single_pulse import boxcar_widths
-from drafts_ops.simulate import kernels
+from drafts_ops.simulate import render_kernels
 
 #: FWHM of a Gaussian in units of its standard deviation.
 FWHM_PER_SIGMA = 2.0 * math.sqrt(2.0 * math.log(2.0))
@@ -170,10 +170,10 @@ def unit_profile(
         sl = slice(lo, lo + chunk)
         start = (first[sl] - 0.5) * tsamp - centre[sl]
         cdf = np.empty((start.size, grid.size), np.float64)
-        kernels.smeared_cdf_rows(start, grid, sigma, smear[sl], 1e-6 * tsamp, cdf)
+        render_kernels.smeared_cdf_rows(start, grid, sigma, smear[sl], 1e-6 * tsamp, cdf)
         mass = np.diff(cdf, axis=1)
         if burst.scattering_s > 0:
-            kernels.scatter_exponential(mass, tau[sl] / step)
+            render_kernels.scatter_exponential(mass, tau[sl] / step)
         profile[sl] = mass.reshape(mass.shape[0], width, oversample).sum(axis=2)
     return first, profile * burst.spectrum(freqs)[:, None]
 

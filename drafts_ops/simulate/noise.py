@@ -17,7 +17,7 @@ import numpy as np
 
 from drafts_ops.core.errors import ParameterError
 from drafts_ops.io.bits import SAMPLE_DTYPES
-from drafts_ops.simulate import kernels
+from drafts_ops.simulate import render_kernels
 
 Bandpass = Literal["flat", "smooth"]
 BANDPASSES: tuple[Bandpass, ...] = ("flat", "smooth")
@@ -38,7 +38,7 @@ _STREAM_SALT = 0x5EED_0F_D2AF75
 
 @lru_cache(maxsize=1)
 def _normal_table() -> np.ndarray:
-    table = kernels.normal_table()
+    table = render_kernels.normal_table()
     table.setflags(write=False)
     return table
 
@@ -64,7 +64,7 @@ def stream_key(seed: int, stream: int = 0) -> np.uint64:
     """The 64-bit key of random stream ``stream`` for ``seed`` (noise is stream 0)."""
     mask = (1 << 64) - 1
     value = (seed * 0x9E3779B97F4A7C15 + stream * 0xD1B54A32D192ED03 + _STREAM_SALT) & mask
-    return np.uint64(kernels.mix64(np.uint64(value)))
+    return np.uint64(render_kernels.mix64(np.uint64(value)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,7 +119,7 @@ class NoiseModel:
 
     def fill(self, out: np.ndarray, start: int) -> None:
         """Fill ``out [nsamp, nchan]`` with the noise of samples ``start ...``."""
-        kernels.fill_noise(
+        render_kernels.fill_noise(
             out, start, self.key, self.mean, self.sigma, self._table, self.top, self.nbits != 32
         )
 
@@ -133,7 +133,7 @@ class NoiseModel:
     ) -> None:
         """Add ``values`` (units of sigma) at unique ``(samples, chans)`` of ``out``."""
         if samples.size:
-            kernels.add_signal(
+            render_kernels.add_signal(
                 out,
                 start,
                 samples.astype(np.int64),
