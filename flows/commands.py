@@ -17,7 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from drafts_ops.cli.common import add_dm_range_arguments, add_stream_arguments
-from flows.options import SearchOptions, SurveyOptions
+from drafts_ops.cli.options import add_option_arguments, option_groups, options_from_args
+from drafts_ops.search.config import SearchOptions
+from drafts_ops.survey.options import SurveyOptions
 
 RUNNER_CHOICES = ("threads", "dask")
 #: Seconds the embedded API may take to start: its first start creates the SQLite database
@@ -86,7 +88,7 @@ def _embedded_server_dies_with_us() -> None:
         signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
 
 
-def _add_runner_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_runner_arguments(parser: argparse._ActionsContainer) -> None:
     parser.add_argument(
         "--task-runner",
         choices=RUNNER_CHOICES,
@@ -120,17 +122,21 @@ def add_search_parser(sub: argparse._SubParsersAction) -> None:
         "candidates, plots and perf.json into --out (one sub-folder per file when several; "
         "--join: consecutive files of one observation searched as one).",
     )
-    p.add_argument("files", nargs="*", type=Path, metavar="FILE", help="observations to search")
-    p.add_argument("--demo", action="store_true", help="search the shipped demo observation")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
-    p.add_argument("--join", action="store_true",
-                   help="the FILEs are consecutive files of one observation (a PSRFITS "
-                   "sequence, or files of one beam that follow each other without a gap): "
-                   "search them as one stream into --out, so that a burst across a "
-                   "boundary is found once")  # fmt: skip
-    SearchOptions.add_arguments(p)
-    _add_runner_arguments(p)
+    groups = option_groups(p)
+    given = groups["input"]
+    given.add_argument("files", nargs="*", type=Path, metavar="FILE",
+                       help="observations to search")  # fmt: skip
+    given.add_argument("--demo", action="store_true", help="search the shipped demo observation")
+    given.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
+    given.add_argument("--join", action="store_true",
+                       help="the FILEs are consecutive files of one observation (a PSRFITS "
+                       "sequence, or files of one beam that follow each other without a gap): "
+                       "search them as one stream into --out, so that a burst across a "
+                       "boundary is found once")  # fmt: skip
+    add_option_arguments(p, SearchOptions, groups)
+    _add_runner_arguments(groups["execution"])
+    groups["execution"].add_argument("--no-progress", dest="progress", action="store_false",
+                                     help="no progress bars")  # fmt: skip
     p.set_defaults(func=run_search)
 
 
@@ -157,7 +163,7 @@ def run_search(args: argparse.Namespace) -> int:
     _embedded_api_defaults()
     from flows.search import search_flow
 
-    options = SearchOptions.from_args(args)
+    options = options_from_args(SearchOptions, args)
     targets = _search_targets(args)
     flow = search_flow.with_options(task_runner=_runner(args, options.max_workers))
     for path, out in _progress(targets, args.progress and len(targets) > 1, "files"):
@@ -190,12 +196,15 @@ def add_survey_parser(sub: argparse._SubParsersAction) -> None:
         description="Search the files of DIR matching --pattern that the ledger in --out has "
         "not finished; quarantine unreadable files; merge all candidates.",
     )
-    p.add_argument("incoming", type=Path, metavar="DIR", help="directory of new observations")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="survey output dir")
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
-    SurveyOptions.add_arguments(p)
-    SearchOptions.add_arguments(p)
-    _add_runner_arguments(p)
+    groups = option_groups(p)
+    given = groups["input"]
+    given.add_argument("incoming", type=Path, metavar="DIR", help="directory of new observations")
+    given.add_argument("--out", type=Path, required=True, metavar="DIR", help="survey output dir")
+    add_option_arguments(p, SurveyOptions, groups)
+    add_option_arguments(p, SearchOptions, groups)
+    _add_runner_arguments(groups["execution"])
+    groups["execution"].add_argument("--no-progress", dest="progress", action="store_false",
+                                     help="no progress bars")  # fmt: skip
     p.set_defaults(func=run_survey)
 
 
@@ -203,7 +212,8 @@ def run_survey(args: argparse.Namespace) -> int:
     _embedded_api_defaults()
     from flows.survey import survey_flow
 
-    options, search = SurveyOptions.from_args(args), SearchOptions.from_args(args)
+    options = options_from_args(SurveyOptions, args)
+    search = options_from_args(SearchOptions, args)
     flow = survey_flow.with_options(task_runner=_runner(args, options.max_files))
     state = flow(str(args.incoming), str(args.out), options, search, progress=args.progress,
                  return_state=True)  # fmt: skip

@@ -22,8 +22,8 @@ from prefect.context import get_run_context
 
 from drafts_ops import search
 from drafts_ops.core.perf import PerfReport
+from drafts_ops.search.config import SearchOptions
 from flows.deploy import check_run_paths
-from flows.options import SearchOptions
 from flows.runners import default_task_runner, runner_name, submit_bounded
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from drafts_ops.core.errors import ParameterError
 from drafts_ops.detect.candidates import Candidate
+from drafts_ops.search.config import SearchOptions
 from drafts_ops.simulate import BurstSpec, RFISpec, SimulationConfig, write_multibeam
 from drafts_ops.survey.beams import (
     LAYOUTS,
@@ -21,7 +22,7 @@ from drafts_ops.survey.beams import (
     load_layout,
 )
 from drafts_ops.survey.ledger import Ledger
-from flows.options import SearchOptions, SurveyOptions
+from drafts_ops.survey.options import SurveyOptions
 from flows.survey import survey_flow
 
 BAND = (1200.0, 1500.0)

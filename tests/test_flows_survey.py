@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from flowdata import SEARCH, write_observation
 
-import flows.survey as survey_module
+import drafts_ops.survey.sequence as survey_module
+from drafts_ops.search.config import SearchOptions
 from drafts_ops.survey.files import QUARANTINE_DIR, SURVEY_CANDIDATES
 from drafts_ops.survey.ledger import Ledger
-from flows.options import SearchOptions, SurveyOptions
+from drafts_ops.survey.options import SurveyOptions
 from flows.survey import survey_flow
 
 #: (file name, DM, arrival time s) of the pulses in the incoming directory.

@@ -20,13 +20,14 @@ import numpy as np
 import pytest
 from flowdata import HEADER, SEARCH, write_observation
 
-import flows.survey as survey_module
+import drafts_ops.survey.sequence as survey_module
 from drafts_ops.cli import main
 from drafts_ops.io.sigproc import write_sigproc
 from drafts_ops.search import DONE_FILE, SearchConfig, is_complete, run_search
+from drafts_ops.search.config import SearchOptions
 from drafts_ops.survey.files import SurveyLockedError, survey_lock
 from drafts_ops.survey.ledger import Ledger
-from flows.options import SearchOptions, SurveyOptions
+from drafts_ops.survey.options import SurveyOptions
 from flows.survey import survey_flow
 
 FAST = {**SEARCH, "classify": False, "write_h5": False}
@@ -201,7 +202,10 @@ def test_search_into_a_full_disk_is_one_clear_error(tiny_disk, capsys):
     [
         (["--block-size", "0"], "--block-size: must be greater than 0"),
         (["--dm-min", "-5"], "--dm-min: must be greater than or equal to 0"),
-        (["--dm-min", "500", "--dm-max", "100"], "dm_max 100.0 < dm_min 500.0"),
+        (
+            ["--dm-min", "500", "--dm-max", "100"],
+            "DM range 500.0..100.0 pc cm^-3 (dm_max < dm_min)",
+        ),
         (["--max-workers", "0"], "--max-workers: must be greater than or equal to 1"),
         (["--time-decimation", "0"], "--time-decimation: must be greater than or equal to 1"),
         (["--snr-threshold", "0"], "--snr-threshold: must be greater than 0"),

@@ -121,7 +121,7 @@ def test_classifier_seam_and_ml_errors(synthetic_fil, tmp_path):
             return float(freq_time.mean(axis=1).max() > 0.5)
 
     fake = Fake()
-    unscored = dataclasses.replace(plan, config=dataclasses.replace(plan.config, classify=False))
+    unscored = dataclasses.replace(plan, config=plan.config.replace(classify=False))
     assert make_cutouts(cands, synthetic_fil, unscored, tmp_path) is None  # nothing to write
     assert classify_candidates(cands, unscored, None, classifier=fake) == cands
     assert fake.shapes == []
@@ -194,7 +194,7 @@ def test_neural_detector_seam(synthetic_fil, tmp_path, monkeypatch, detector):
     changes = (({"ml_min_snr": 5.0}, False), ({"detector_faint_threshold": default}, False),
                ({"detector_faint_threshold": 0.5}, True))  # fmt: skip
     for change, blip_kept in changes:
-        config = dataclasses.replace(plan.config, **change)
+        config = plan.config.replace(**change)
         varied = dataclasses.replace(plan, config=config)
         cands = merge_block_results([search_segment([0], synthetic_fil, varied, tmp_path)], varied)
         assert any(c.detector_score == pytest.approx(0.6) for c in cands) == blip_kept, change

@@ -89,7 +89,8 @@ def test_survey_index_lists_files_and_links_reports(prefect_harness, tmp_path):
     import numpy as np
     from flowdata import SEARCH, write_observation
 
-    from flows.options import SearchOptions, SurveyOptions
+    from drafts_ops.search.config import SearchOptions
+    from drafts_ops.survey.options import SurveyOptions
     from flows.survey import survey_flow
 
     incoming = tmp_path / "in"

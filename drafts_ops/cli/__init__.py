@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 
 from drafts_ops import __version__
-from drafts_ops.core.errors import DraftsError
+from drafts_ops.core.errors import DraftsError, OptionError
 
 #: Science sub-commands, in the order ``drafts --help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -57,19 +57,19 @@ def storage_problem(err: OSError) -> str | None:
 
 
 def option_problem(err: Exception) -> str | None:
-    """One line per bad option for a pydantic validation error of the options models
-    (``--block-size: must be greater than 0``); ``None`` for any other exception."""
-    errors = getattr(err, "errors", None)
-    if type(err).__name__ != "ValidationError" or not callable(errors):
+    """One line for bad options (``--block-size: must be greater than 0 (got 0)``): an
+    :class:`~drafts_ops.core.errors.OptionError`, or a pydantic validation error of an
+    options model (a flow run's parameters); ``None`` for any other exception."""
+    if isinstance(err, OptionError):
+        problems = err.problems
+    elif type(err).__name__ == "ValidationError" and callable(getattr(err, "errors", None)):
+        from drafts_ops.core.options import problems_of
+
+        problems = problems_of(err)
+    else:
         return None
-    parts = []
-    for item in errors():
-        name = ".".join(str(x) for x in item.get("loc", ()) if not isinstance(x, int))
-        flag = f"--{name.replace('_', '-')}: " if name else ""
-        message = str(item.get("msg", "invalid value")).removeprefix("Value error, ")
-        message = message.replace("Input should be", "must be")
-        parts.append(f"{flag}{message} (got {item.get('input')!r})" if name else message)
-    return "; ".join(parts)
+    return "; ".join(f"--{name.replace('_', '-')}: {message} (got {value!r})" if name else message
+                     for name, message, value in problems)  # fmt: skip
 
 
 def is_user_error(err: BaseException | None) -> bool:
@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status = args.func(args)
     except DraftsError as err:
-        print(f"drafts {args.command}: error: {err}", file=sys.stderr)
+        print(f"drafts {args.command}: error: {option_problem(err) or err}", file=sys.stderr)
         return 2
     except OSError as err:  # a full, read-only or forbidden disk: one line, no traceback
         problem = storage_problem(err)

@@ -45,3 +45,22 @@ class OperatorError(DraftsError):
 
 class ModelError(DraftsError):
     """A neural model file is missing, corrupt, or does not match its recorded hash."""
+
+
+class OptionError(ParameterError):
+    """Options that fail their model's checks (:mod:`drafts_ops.core.options`).
+
+    ``problems`` lists ``(option, message, value)``: the option's field name (``""`` for a
+    problem of several options together), what is wrong, and the value given. The message
+    names every problem on one line; the command line shows them as ``--flag: message``.
+    """
+
+    def __init__(self, what: str, problems: list[tuple[str, str, object]]) -> None:
+        self.what = what
+        self.problems = list(problems)
+        text = "; ".join(f"{name} = {value!r}: {message}" if name else message
+                         for name, message, value in self.problems)  # fmt: skip
+        super().__init__(f"bad {what} options: {text}")
+
+    def __reduce__(self):  # keep pickling (process pools, Prefect) working
+        return (type(self), (self.what, self.problems))

@@ -12,7 +12,6 @@ into another candidate, or below the threshold.
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -238,7 +237,3 @@ def _plot(doc: dict[str, Any], path: Path) -> Path:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=80)
     return path
-
-
-def report_json(report: Completeness) -> str:
-    return json.dumps(asdict(report), indent=2)

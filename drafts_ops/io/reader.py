@@ -11,6 +11,7 @@ import numpy as np
 
 from drafts_ops.core.errors import ObservationError, ParameterError
 from drafts_ops.io import bits
+from drafts_ops.io.blocks import block_spans
 from drafts_ops.io.header import Header
 from drafts_ops.io.transpose import transpose_into
 
@@ -92,20 +93,19 @@ class ObservationReader(ABC):
         block dedisperses to exactly ``nsamp`` output samples that tile the file without
         gaps or repeats. Blocks shorter than the overlap plus one are not yielded after the
         first one (they hold no new output sample). ``stop`` streams only the first ``stop``
-        samples (default: all). The one home of block streaming: the dedispersion stream, the
-        validation report and the injection all read through it.
+        samples (default: all). Blocks come from :func:`~drafts_ops.io.blocks.block_spans`, the one
+        block iterator; the dedispersion stream, the validation report and the injection
+        all read through this.
         """
         if nsamp <= 0:
             raise ParameterError(f"{self.path}: block size must be positive, got {nsamp}")
         if overlap < 0:
             raise ParameterError(f"{self.path}: overlap must be >= 0, got {overlap}")
         total = self.header.nsamples if stop is None else min(int(stop), self.header.nsamples)
-        start = 0
-        while start < total:
-            if start > 0 and total - start <= overlap:
-                break
-            yield start, self.read_block(start, min(nsamp + overlap, total - start), raw=raw)
-            start += nsamp
+        for span in block_spans(0, total, nsamp, after=overlap):
+            if span.start > 0 and total - span.start <= overlap:
+                break  # only samples the previous block already dedispersed
+            yield span.start, self.read_block(span.start, span.read_stop - span.start, raw=raw)
 
     def prefetch(self, start: int, nsamp: int) -> None:  # noqa: B027 (optional hook)
         """Hint that samples ``[start, start + nsamp)`` will be read soon (streaming).

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any
 
@@ -45,7 +44,7 @@ def detector_giants(
     if n == 1 or kept.all():
         return full.select(kept)
     floor = trials_threshold(cfg.ml_min_snr, n) if cfg.ml_min_snr > 0 else 0.0
-    raised = dataclasses.replace(cfg, snr_threshold=trials_threshold(cfg.snr_threshold, n),
+    raised = cfg.replace(snr_threshold=trials_threshold(cfg.snr_threshold, n),
                                  ml_min_snr=floor)  # fmt: skip
     probed = ~kept & (full.score >= cfg.detector_faint_threshold)
     sub = sub_bands.giants_at(dms[owned][probed], cols[owned][probed], full.score[probed],

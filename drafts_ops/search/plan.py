@@ -19,6 +19,7 @@ import numpy as np
 from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import DMPlan, smearing_s
 from drafts_ops.io import open_observation
+from drafts_ops.io.blocks import BlockSpan, block_spans
 from drafts_ops.io.header import Header
 from drafts_ops.search.config import PathLike, SearchConfig
 
@@ -37,6 +38,14 @@ class BlockRange:
     read_start: int
     read_stop: int
     read_len: int
+
+    @classmethod
+    def of(cls, span: BlockSpan, max_delay: int, nsamples: int) -> BlockRange:
+        """The block of ``span`` (read with the boxcar padding), extended by the largest
+        dispersion delay: read to the end of the data, zero-padded beyond it."""
+        want = span.read_stop + max_delay
+        return cls(span.index, span.start, span.stop, span.read_start, min(want, nsamples),
+                   want - span.read_start)  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -244,13 +253,9 @@ def plan_search(
     origin = first
     if lead_in and own:
         first = max(first - full.max_delay, 0)
-    blocks = []
-    for index, start in enumerate(range(first, last, size)):
-        stop = min(start + size, last)
-        read_start = max(start - pad, 0)
-        want = min(stop + pad, header.nsamples) + full.max_delay
-        blocks.append(BlockRange(index, start, stop, read_start, min(want, header.nsamples),
-                                 want - read_start))  # fmt: skip
+    blocks = [BlockRange.of(span, full.max_delay, header.nsamples)
+              for span in block_spans(first, last, size, before=pad, after=pad,
+                                      total=header.nsamples)]  # fmt: skip
     return SearchPlan(
         path=files[0],
         config=config,

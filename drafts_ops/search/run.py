@@ -176,9 +176,8 @@ def run_search(
         "file": " ".join(plan.files), "dedisp_mode": config.dedisp_mode,
         "algorithm": config.algorithm,
         "detector": config.detector, "orchestrator": getattr(runner, "orchestrator", "direct"),
-        "task_runner": runner.name, "notes": notes,
+        "task_runner": runner.name, "notes": notes, "options": config.to_dict(),
     }  # fmt: skip
-
     with perf.stage("report", **extent):  # the page shows the stages before it
         before = perf.report(run=run, observation=size, candidates=len(candidates))
         outputs["report"] = write_search_report(
@@ -186,11 +185,19 @@ def run_search(
             masked=masked_fraction(work),
         )  # fmt: skip
     report = perf.report(run=run, observation=size, candidates=len(candidates))
-    report.write(out)
-    if not keep_intermediates:
-        shutil.rmtree(work, ignore_errors=True)
-    write_manifest(out, [*outputs.values(), out / PERF_FILENAME])
-    mark_kernels_compiled()
+    _finish(out, report, outputs, keep_intermediates=keep_intermediates)
     timings = {s.name: s.wall_s for s in report.stages}
     return SearchResult(path=Path(plan.path), out_dir=out, candidates=candidates, outputs=outputs,
                         plan=plan, perf=report, timings=timings)  # fmt: skip
+
+
+def _finish(
+    out: Path, report: PerfReport, outputs: dict[str, Path], *, keep_intermediates: bool
+) -> None:
+    """Write ``perf.json``, remove the intermediates (unless kept) and, last,
+    ``DONE.json``: from then on the directory holds a finished search."""
+    report.write(out)
+    if not keep_intermediates:
+        shutil.rmtree(out / WORK_DIR, ignore_errors=True)
+    write_manifest(out, [*outputs.values(), out / PERF_FILENAME])
+    mark_kernels_compiled()

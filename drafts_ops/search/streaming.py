@@ -117,22 +117,7 @@ def search_block(
     cfg = plan.config
     buffers = buffers or BlockBuffers()
     nreal = data.shape[1]
-    kernel_input = _kernel_input(data, block, cfg, buffers)
-    mask = static_mask(plan.raw_header.nchans, cfg.mask_channels)
-    if cfg.freq_decimation > 1:
-        mask = decimate_mask(mask, cfg.freq_decimation)
-    bad = prepare_block(data, nreal, kernel_input, method=cfg.norm_method, mask=mask,
-                        auto=cfg.auto_mask, threshold=cfg.mask_threshold,
-                        zero_dm=cfg.zero_dm, clip_sigma=cfg.clip_impulses,
-                        clip_pixels=cfg.clip_pixels, sums_of=cfg.decimation_factor)  # fmt: skip
-    if buffers.masked is None or buffers.masked.size != bad.size:
-        buffers.masked, buffers.blocks = np.zeros(bad.size, np.int64), 0
-    buffers.masked += bad
-    buffers.blocks += 1
-    affine = {}
-    if cfg.quantises:  # 8-bit levels: the kernel gives back normalised units
-        offset, scale = quantised_levels(cfg.clip_pixels)
-        affine = {"offset": offset, "scale": scale}
+    kernel_input, affine = _prepare(data, plan, block, buffers)
     nout = block.read_len - dm_plan.max_delay
     dm_time = buffers.get("dm_time", (dm_plan.ndm, nout), np.float32)
     valid = np.clip(nreal - dm_plan.delays.max(axis=1).astype(np.int64), 0, nout)
@@ -172,6 +157,31 @@ def search_block(
         sub_bands = SubbandProbe(kernel_input, plan, block, valid, nout, affine)
         parts.append(detector_giants(peaks, detector, searched, sub_bands, cfg=cfg))
     return Giants.concatenate(parts)
+
+
+def _prepare(
+    data: np.ndarray, plan: SearchPlan, block: BlockRange, buffers: BlockBuffers
+) -> tuple[np.ndarray, dict]:
+    """Normalise and mask a block's data into the dedispersion kernel's input (counting
+    the channels masked in ``buffers``); returns it and what its samples stand for
+    (``offset`` and ``scale`` of 8-bit levels, else nothing)."""
+    cfg = plan.config
+    kernel_input = _kernel_input(data, block, cfg, buffers)
+    mask = static_mask(plan.raw_header.nchans, cfg.mask_channels)
+    if cfg.freq_decimation > 1:
+        mask = decimate_mask(mask, cfg.freq_decimation)
+    bad = prepare_block(data, data.shape[1], kernel_input, method=cfg.norm_method, mask=mask,
+                        auto=cfg.auto_mask, threshold=cfg.mask_threshold,
+                        zero_dm=cfg.zero_dm, clip_sigma=cfg.clip_impulses,
+                        clip_pixels=cfg.clip_pixels, sums_of=cfg.decimation_factor)  # fmt: skip
+    if buffers.masked is None or buffers.masked.size != bad.size:
+        buffers.masked, buffers.blocks = np.zeros(bad.size, np.int64), 0
+    buffers.masked += bad
+    buffers.blocks += 1
+    if not cfg.quantises:
+        return kernel_input, {}
+    offset, scale = quantised_levels(cfg.clip_pixels)  # the kernel gives back normalised units
+    return kernel_input, {"offset": offset, "scale": scale}
 
 
 def _kernel_input(

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -186,7 +185,7 @@ class SubbandProbe:
         channels, plan and :func:`subband_trial_stride`."""
 
         plan = self.plan
-        cfg = dataclasses.replace(plan.config, algorithm="brute")
+        cfg = plan.config.replace(algorithm="brute")
         widths = boxcar_widths(cfg.max_width_samples)
         baseline = baseline_window(cfg.baseline_s, plan.header.tsamp, cfg.max_width_samples)
         pairs = zip(plan.subband_channels(), plan.subband_plans(), strict=True)

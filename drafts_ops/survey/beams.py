@@ -16,7 +16,6 @@ a small YAML/JSON file ``{name, positions: {beam: [x, y]}, max_beams}``.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -260,6 +259,30 @@ def coincidence(
     fmin, fmax = float(np.min(freqs_mhz)), float(np.max(freqs_mhz))
     items = [BeamCandidate(b, c) for b, cands in sorted(per_beam.items()) for c in cands]
     items.sort(key=lambda x: x.candidate.tcand_s)
+    matches, events = _coinciding(items, rules, fmin, fmax)
+    for i, x in enumerate(items):
+        beams = sorted({items[k].beam for k in matches[i]})
+        best = max(matches[i], key=lambda k: items[k].candidate.snr)
+        reason = ""
+        if len(beams) > layout.max_beams:
+            reason = f"seen in {len(beams)} of {len(layout.beams)} beams"
+        elif not layout.connected(beams):
+            reason = f"seen in beams {', '.join(map(str, beams))}, which are not neighbours"
+        x.event, x.nbeams = events[i], len(beams)
+        x.beam_mask = sum(1 << (b - 1) for b in beams)
+        x.primary_beam, x.max_snr = items[best].beam, items[best].candidate.snr
+        x.rfi, x.rfi_reason = bool(reason), reason
+    present = sorted(per_beam)
+    missing = [b for b in layout.beams if b not in per_beam]
+    return GroupResult(group, present, missing, items)
+
+
+def _coinciding(
+    items: list[BeamCandidate], rules: CoincidenceRules, fmin: float, fmax: float
+) -> tuple[list[list[int]], list[int]]:
+    """For candidates sorted by time: the indices of those coinciding with each (itself
+    included: another beam, DM and width alike, times within the widths plus the sweep of
+    the DM difference), and each one's event (friends-of-friends group) number."""
     n = len(items)
     parent = list(range(n))
     matches: list[list[int]] = [[i] for i in range(n)]
@@ -273,11 +296,8 @@ def coincidence(
     t = np.array([x.candidate.tcand_s for x in items])
     widest = max((x.candidate.width_s for x in items), default=0.0)
     top_dm = max((x.candidate.dm for x in items), default=0.0)
-    reach = (
-        rules.time_slack_s
-        + widest
-        + float(dispersion_delay_s(max(rules.dm_abs, rules.dm_frac * top_dm), fmin, fmax))
-    )
+    reach = rules.time_slack_s + widest + float(
+        dispersion_delay_s(max(rules.dm_abs, rules.dm_frac * top_dm), fmin, fmax))  # fmt: skip
     for i in range(n):
         a = items[i].candidate
         j = i + 1
@@ -298,21 +318,7 @@ def coincidence(
     events: dict[int, int] = {}
     for i in range(n):
         events.setdefault(root(i), len(events))
-    for i, x in enumerate(items):
-        beams = sorted({items[k].beam for k in matches[i]})
-        best = max(matches[i], key=lambda k: items[k].candidate.snr)
-        reason = ""
-        if len(beams) > layout.max_beams:
-            reason = f"seen in {len(beams)} of {len(layout.beams)} beams"
-        elif not layout.connected(beams):
-            reason = f"seen in beams {', '.join(map(str, beams))}, which are not neighbours"
-        x.event, x.nbeams = events[root(i)], len(beams)
-        x.beam_mask = sum(1 << (b - 1) for b in beams)
-        x.primary_beam, x.max_snr = items[best].beam, items[best].candidate.snr
-        x.rfi, x.rfi_reason = bool(reason), reason
-    present = sorted(per_beam)
-    missing = [b for b in layout.beams if b not in per_beam]
-    return GroupResult(group, present, missing, items)
+    return matches, [events[root(i)] for i in range(n)]
 
 
 def write_group(result: GroupResult, path: str | Path) -> Path:
@@ -331,7 +337,3 @@ def write_group(result: GroupResult, path: str | Path) -> Path:
     for item in result.candidates:
         writer.writerow(item.row())
     return write_text_atomic(path, buffer.getvalue())
-
-
-def summary_json(results: Sequence[GroupResult]) -> str:
-    return json.dumps([r.summary() for r in results], indent=2)

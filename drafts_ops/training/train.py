@@ -32,11 +32,15 @@ from drafts_ops.ml.inference import DETECTOR_SCALES
 from drafts_ops.ml.manifest import update_manifest
 from drafts_ops.simulate import network_examples as data
 from drafts_ops.training.harvest import (
+    DETECTOR_HARVEST_PER_BIN,
+    DETECTOR_HARVEST_SEEDS,
+    DETECTOR_HARVEST_SUBBANDS,
     DetectorImages,
     balanced_indices,
     band_decimation,
     cached,
     harvest,
+    harvest_detector_images,
 )
 from drafts_ops.training.networks import (
     ClassifierExport,
@@ -191,58 +195,22 @@ def train_detector(
     in ``pool_cache`` for the next run when given; ``survey_share`` of every batch comes
     from the survey-band images.
     """
-    from drafts_ops.training.harvest import (
-        DETECTOR_HARVEST_PER_BIN,
-        DETECTOR_HARVEST_SEEDS,
-        DETECTOR_HARVEST_SUBBANDS,
-        harvest_detector_images,
-    )
-
     torch, dev = _setup(seed, device)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
-    blocks = synthetic_detector_pool(seed, pool_size, pool_cache)
-    images, centres, built_s = blocks.images, blocks.centres, blocks.seconds
-    synthetic = len(images)
     seeds = DETECTOR_HARVEST_SEEDS if survey_seeds is None else tuple(survey_seeds)
-    if seeds:
-        per_bin = DETECTOR_HARVEST_PER_BIN if survey_per_bin is None else survey_per_bin
-        survey = harvest_detector_images(
-            seeds, per_bin=per_bin, columns=images.shape[2], cache=pool_cache, log=log
-        )
-        images = np.concatenate([images, survey.images])
-        centres = [*centres, *survey.centres]
-        built_s += survey.seconds
-        log(f"detector: {len(survey)} survey-band images ({', '.join(sorted(set(survey.bands)))})")
+    images, centres, synthetic, built_s = _detector_pool(
+        seed, pool_size, seeds, survey_per_bin, pool_cache, log=log
+    )
     n, height, width = images.shape
-    targets = [detector_targets(c, height, width) for c in centres]
-    heat = torch.from_numpy(np.stack([t[0] for t in targets]))
-    offs = torch.from_numpy(np.stack([t[1] for t in targets]))
-    mask = torch.from_numpy(np.stack([t[2] for t in targets]))
-    x_all = torch.from_numpy(images[:, None])
     t_data = time.perf_counter() - t0
     log(f"detector: {n} simulated DM-time images {height}x{width} in {t_data:.1f} s")
-
-    stride = pp.DETECTOR_STRIDE
     net = DetectorNet().to(dev)
     opt = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-4)
     sched = _schedule(torch, opt, steps)
-
     share = survey_share if n > synthetic else 0.0
-
-    def batch_loss():
-        survey_idx = rng.integers(synthetic, max(n, synthetic + 1), batch_size)
-        idx = np.where(rng.random(batch_size) < share, survey_idx,
-                       rng.integers(0, synthetic, batch_size))  # fmt: skip
-        cells = rng.integers(0, (width - TRAIN_CROP) // stride + 1, batch_size)
-        x = _crop(torch, x_all, idx, cells * stride, TRAIN_CROP).to(dev)
-        h, o, m = (
-            _crop(torch, t, idx, cells, TRAIN_CROP // stride).to(dev) for t in (heat, offs, mask)
-        )
-        logits, offset = net(x)
-        l_off = (torch.abs(offset - o) * m).sum() / m.sum().clamp(min=1.0)
-        return _focal_loss(torch, logits, h) + l_off
-
+    batch_loss = _detector_loss(torch, dev, net, images, centres, synthetic=synthetic,
+                                share=share, batch_size=batch_size, rng=rng)  # fmt: skip
     loss_avg, t_train = _optimise(net, opt, sched, steps, batch_loss, name="detector", log=log)
     path = export_detector(net, Path(out) / "detector.onnx")
     return _finish(
@@ -260,6 +228,55 @@ def train_detector(
         subband_view=DETECTOR_HARVEST_SUBBANDS if seeds else 1,  # the card says what it saw
         seconds_data_built=round(built_s, 1),  # making the pool, read back from a cache or not
     )
+
+
+def _detector_loss(
+    torch, dev, net, images: np.ndarray, centres: list, *, synthetic: int, share: float,
+    batch_size: int, rng: np.random.Generator,
+) -> Callable[[], Any]:  # fmt: skip
+    """The detector's loss on a random batch of crops: ``share`` of each batch from the
+    survey-band images (those after the first ``synthetic``), focal loss on the heatmap
+    plus the L1 loss of the offsets at the bursts."""
+    n, height, width = images.shape
+    targets = [detector_targets(c, height, width) for c in centres]
+    heat, offs, mask = (torch.from_numpy(np.stack([t[k] for t in targets])) for k in range(3))
+    x_all = torch.from_numpy(images[:, None])
+    stride = pp.DETECTOR_STRIDE
+
+    def batch_loss():
+        survey_idx = rng.integers(synthetic, max(n, synthetic + 1), batch_size)
+        idx = np.where(rng.random(batch_size) < share, survey_idx,
+                       rng.integers(0, synthetic, batch_size))  # fmt: skip
+        cells = rng.integers(0, (width - TRAIN_CROP) // stride + 1, batch_size)
+        x = _crop(torch, x_all, idx, cells * stride, TRAIN_CROP).to(dev)
+        h, o, m = (_crop(torch, t, idx, cells, TRAIN_CROP // stride).to(dev)
+                   for t in (heat, offs, mask))  # fmt: skip
+        logits, offset = net(x)
+        l_off = (torch.abs(offset - o) * m).sum() / m.sum().clamp(min=1.0)
+        return _focal_loss(torch, logits, h) + l_off
+
+    return batch_loss
+
+
+def _detector_pool(
+    seed: int, pool_size: int, seeds: Sequence[int], survey_per_bin: int | None,
+    pool_cache: str | Path | None, *, log: Callable[[str], None],
+) -> tuple[np.ndarray, list, int, float]:  # fmt: skip
+    """The detector's images and burst centres: ``pool_size`` synthetic ones, then the
+    survey-band images of ``seeds``; also how many are synthetic and the seconds making
+    them took (read back from ``pool_cache`` or not)."""
+    blocks = synthetic_detector_pool(seed, pool_size, pool_cache)
+    images, centres, built_s = blocks.images, blocks.centres, blocks.seconds
+    synthetic = len(images)
+    if seeds:
+        per_bin = DETECTOR_HARVEST_PER_BIN if survey_per_bin is None else survey_per_bin
+        survey = harvest_detector_images(seeds, per_bin=per_bin, columns=images.shape[2],
+                                         cache=pool_cache, log=log)  # fmt: skip
+        images = np.concatenate([images, survey.images])
+        centres = [*centres, *survey.centres]
+        built_s += survey.seconds
+        log(f"detector: {len(survey)} survey-band images ({', '.join(sorted(set(survey.bands)))})")
+    return images, centres, synthetic, built_s
 
 
 def train_classifier(
@@ -290,18 +307,9 @@ def train_classifier(
     torch, dev = _setup(seed, device)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
-    pool = harvest(seed, pool_size, cache=pool_cache, log=log)
     n_synthetic = pool_size // 3 if synthetic_size is None else synthetic_size
-    ft_s, dt_s, y_s = synthetic_pool(seed, n_synthetic, pool_cache)
-    ft = np.concatenate([pool.freq_time, ft_s]).astype(np.float32)
-    dt = np.concatenate([pool.dm_time, dt_s]).astype(np.float32)
-    labels = np.concatenate([pool.labels, y_s]).astype(np.float32)
+    ft, dt, labels = _classifier_pool(seed, pool_size, n_synthetic, pool_cache, log)
     t_data = time.perf_counter() - t0
-    log(
-        f"classifier: {len(pool)} search candidates ({int(pool.labels.sum())} bursts) from "
-        f"{pool.files} files, {pool.minutes:.1f} min of data, and {len(y_s)} synthetic "
-        f"cutouts ({int(y_s.sum())} bursts), in {t_data:.1f} s"
-    )
     ft_all = torch.from_numpy(ft[:, None])
     dt_all = torch.from_numpy(dt[:, None])
     y_all = torch.from_numpy(labels)
@@ -338,6 +346,22 @@ def train_classifier(
         loss=loss_avg,
         log=log,
     )
+
+
+def _classifier_pool(
+    seed: int, pool_size: int, n_synthetic: int, pool_cache: str | Path | None,
+    log: Callable[[str], None],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """The classifier's examples ``(freq_time, dm_time, labels)``: candidates harvested
+    from the search, then ``n_synthetic`` synthetic cutouts."""
+    pool = harvest(seed, pool_size, cache=pool_cache, log=log)
+    ft_s, dt_s, y_s = synthetic_pool(seed, n_synthetic, pool_cache)
+    log(f"classifier: {len(pool)} search candidates ({int(pool.labels.sum())} bursts) from "
+        f"{pool.files} files, {pool.minutes:.1f} min of data, and {len(y_s)} synthetic "
+        f"cutouts ({int(y_s.sum())} bursts)")  # fmt: skip
+    return (np.concatenate([pool.freq_time, ft_s]).astype(np.float32),
+            np.concatenate([pool.dm_time, dt_s]).astype(np.float32),
+            np.concatenate([pool.labels, y_s]).astype(np.float32))  # fmt: skip
 
 
 def shift_columns(torch, images, shifts: np.ndarray):
