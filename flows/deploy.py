@@ -125,7 +125,9 @@ def build_deployment(spec: DeploymentSpec) -> Any:
     from prefect.deployments.runner import EntrypointType
 
     pool = spec.work_pool
-    return load_flow(spec).to_deployment(
+    flow = load_flow(spec)
+    check_parameters(spec, flow)
+    return flow.to_deployment(
         name=spec.name,
         description=spec.description or None,
         tags=list(spec.tags),
@@ -137,6 +139,31 @@ def build_deployment(spec: DeploymentSpec) -> Any:
         job_variables=pool.get("job_variables") or {},
         entrypoint_type=EntrypointType.MODULE_PATH,
     )
+
+
+def check_parameters(spec: DeploymentSpec, flow: Any) -> None:
+    """Validate ``spec``'s parameters against the flow's options models before anything is
+    registered: a bad option in ``prefect.yaml`` or ``--set`` is one line naming the
+    deployment, the parameter and the option, not a run that fails at 3 a.m."""
+    import inspect
+    import typing
+
+    from drafts_ops.core.errors import OptionError
+    from drafts_ops.core.options import Options
+
+    hints = typing.get_type_hints(flow.fn)
+    known = set(inspect.signature(flow.fn).parameters)
+    unknown = sorted(set(spec.parameters) - known)
+    if unknown:
+        raise DraftsError(f"deployment {spec.name}: unknown parameter(s) {', '.join(unknown)} "
+                          f"(the flow takes {', '.join(sorted(known))})")  # fmt: skip
+    for name, value in spec.parameters.items():
+        model = hints.get(name)
+        if isinstance(model, type) and issubclass(model, Options) and isinstance(value, dict):
+            try:
+                model(**value)
+            except OptionError as err:
+                raise DraftsError(f"deployment {spec.name}: parameter {name}: {err}") from None
 
 
 #: Parameters a scheduled deployment cannot run without (its schedule stays paused until

@@ -30,6 +30,26 @@ def test_parse_params_nests_dotted_keys_and_decodes_json() -> None:
         parse_params(["novalue"])
 
 
+def test_bad_deployment_options_are_refused_before_registering() -> None:
+    """A typo in a deployment's options (prefect.yaml or --set) is one line naming the
+    deployment, the parameter and the option, checked against the options models."""
+    from flows.deploy import apply_settings, check_parameters, load_flow
+
+    specs = {s.name: s for s in load_specs()}
+    bad = apply_settings([specs["survey"]], {"survey": {"search": {"dm_maxx": 3}}})[0]
+    with pytest.raises(DraftsError, match=r"deployment survey: parameter search: bad search "
+                       r"options: dm_maxx = 3: unknown option"):  # fmt: skip
+        check_parameters(bad, load_flow(bad))
+    worse = apply_settings([specs["survey"]], {"survey": {"options": {"max_files": 0}}})[0]
+    with pytest.raises(DraftsError, match="parameter options: bad survey options: max_files"):
+        check_parameters(worse, load_flow(worse))
+    typo = apply_settings([specs["search"]], {"search": {"out_dri": "/x"}})[0]
+    with pytest.raises(DraftsError, match="unknown parameter"):
+        check_parameters(typo, load_flow(typo))
+    good = apply_settings([specs["search"]], {"search": {"options": {"dm_max": 500}}})[0]
+    check_parameters(good, load_flow(good))
+
+
 @pytest.fixture(scope="module")
 def registered(prefect_harness) -> dict[str, str]:
     settings = {"survey": {"incoming": "/data/incoming", "out_dir": "/data/survey"}}
