@@ -43,6 +43,7 @@ def _embedded_api_defaults() -> None:
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
     """In a child process: ask Linux for SIGTERM when the parent dies (PR_SET_PDEATHSIG)."""
+    # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     import contextlib
     import ctypes
     import signal
@@ -58,6 +59,7 @@ def _embedded_server_dies_with_us() -> None:
     server was then left running for good. On Linux the child now gets SIGTERM when we
     die, however we die; SIGTERM and SIGHUP to us exit through the normal path (atexit).
     """
+    # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     import signal
     import subprocess
 
@@ -101,6 +103,7 @@ def _add_runner_arguments(parser: argparse._ActionsContainer) -> None:
 
 
 def _runner(args: argparse.Namespace, max_workers: int):
+    # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     from flows.runners import check_scheduler, make_task_runner
 
     runner = make_task_runner(
@@ -141,6 +144,7 @@ def add_search_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _search_targets(args: argparse.Namespace) -> list[tuple[Path | list[Path], Path]]:
+    # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     from drafts_ops.core.errors import ParameterError
     from drafts_ops.core.resources import resource_path
 
@@ -161,6 +165,7 @@ def _search_targets(args: argparse.Namespace) -> list[tuple[Path | list[Path], P
 
 def run_search(args: argparse.Namespace) -> int:
     _embedded_api_defaults()
+    # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     from flows.search import search_flow
 
     options = options_from_args(SearchOptions, args)
@@ -181,6 +186,7 @@ def run_search(args: argparse.Namespace) -> int:
 def _progress(items: list, enabled: bool, unit: str):
     if not enabled:
         return items
+    # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     from tqdm import tqdm
 
     return tqdm(items, unit=unit.rstrip("s"), desc=unit)
@@ -210,6 +216,7 @@ def add_survey_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_survey(args: argparse.Namespace) -> int:
     _embedded_api_defaults()
+    # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     from flows.survey import survey_flow
 
     options = options_from_args(SurveyOptions, args)
@@ -259,6 +266,7 @@ def add_validate_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_validate(args: argparse.Namespace) -> int:
     _embedded_api_defaults()
+    # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     from flows.validate import validate_flow
 
     state = validate_flow(
@@ -288,6 +296,7 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def add_deploy_parser(sub: argparse._SubParsersAction) -> None:
+    # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     from flows.deploy import PREFECT_YAML
 
     p = sub.add_parser(
@@ -307,6 +316,7 @@ def add_deploy_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_deploy(args: argparse.Namespace) -> int:
     _embedded_api_defaults()
+    # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     from prefect.settings import PREFECT_API_URL
 
     from flows.deploy import parse_params, register_deployments
@@ -351,6 +361,7 @@ def add_trigger_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_trigger(args: argparse.Namespace) -> int:
     _embedded_api_defaults()
+    # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     from flows.deploy import parse_params, trigger, wait_for
 
     run_id = trigger(args.deployment, parse_params(args.param))

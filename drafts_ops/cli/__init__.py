@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def storage_problem(err: OSError) -> str | None:
     """One line for an OSError a user can mend (space, permissions, a missing path)."""
+    # lazy: keeps drafts --help fast
     import errno
 
     user = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT,
@@ -63,6 +64,7 @@ def option_problem(err: Exception) -> str | None:
     if isinstance(err, OptionError):
         problems = err.problems
     elif type(err).__name__ == "ValidationError" and callable(getattr(err, "errors", None)):
+        # lazy: keeps drafts --help fast
         from drafts_ops.core.options import problems_of
 
         problems = problems_of(err)

@@ -33,6 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_search_parser(targets) -> None:
+    # lazy: keeps drafts --help fast
     from drafts_ops.bench.search import CONFIGS, MODES, PATHS
 
     shapes = "; ".join(
@@ -72,6 +73,7 @@ def _add_search_parser(targets) -> None:
 
 
 def run_search_bench(args: argparse.Namespace) -> int:
+    # lazy: keeps drafts --help fast
     from drafts_ops.bench.search import format_table, results_json, run_search_bench
     from drafts_ops.core.hardware import platform_info
 
@@ -93,6 +95,7 @@ def run_search_bench(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: keeps drafts --help fast
     from drafts_ops.bench.dedisp import BenchConfig, format_table, results_json, run_bench
     from drafts_ops.core.hardware import platform_info
 

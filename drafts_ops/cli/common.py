@@ -73,6 +73,7 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
     Values are JSON when they parse as JSON (numbers, true/false, null, lists, objects),
     else strings; a dotted key sets a field of a model parameter (``options.dm_max``).
     """
+    # lazy: keeps drafts --help fast
     import json
 
     params: dict[str, Any] = {}

@@ -42,6 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: keeps drafts --help fast
     from drafts_ops.dedisp.plan import DMPlan
     from drafts_ops.dedisp.stream import dedisperse_file
     from drafts_ops.io import open_observation

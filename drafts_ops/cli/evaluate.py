@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         return run_classifier(args)
     if args.target == "beams":
         return run_beams(args)
+    # lazy: keeps drafts --help fast
     from drafts_ops.evaluation.search import evaluate_search
     from drafts_ops.evaluation.tables import results_markdown, update_model_card, write_results
 
@@ -117,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
 def evaluation_setup(args: argparse.Namespace):
     """The :class:`~drafts_ops.evaluation.setup.EvaluationSetup` the options ask for (defaults
     where an option is not given)."""
+    # lazy: keeps drafts --help fast
     from drafts_ops.evaluation.setup import EvaluationSetup
 
     kwargs = {"per_bin": args.per_bin, "bands": tuple(args.bands)}
@@ -131,6 +133,7 @@ def evaluation_setup(args: argparse.Namespace):
 
 def run_classifier(args: argparse.Namespace) -> int:
     """``drafts evaluate classifier``: the classifier on held-out harvested candidates."""
+    # lazy: keeps drafts --help fast
     from drafts_ops.core.atomic import write_text_atomic
     from drafts_ops.core.errors import ParameterError
     from drafts_ops.ml.inference import load_classifier
@@ -161,6 +164,7 @@ def run_classifier(args: argparse.Namespace) -> int:
 
 def run_beams(args: argparse.Namespace) -> int:
     """``drafts evaluate beams``: coincidence across the beams of a simulated pointing."""
+    # lazy: keeps drafts --help fast
     import json
 
     from drafts_ops.core.atomic import write_json_atomic

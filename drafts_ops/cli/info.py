@@ -28,6 +28,7 @@ def _format_value(value: object) -> str:
 
 def header_table(path: Path, summary: dict[str, object]) -> str:
     """A two-column text table of a header summary."""
+    # lazy: keeps drafts --help fast
     from drafts_ops.io.header import KEYWORDS_BY_NAME
 
     width = max(len(k) for k in summary)
@@ -41,6 +42,7 @@ def header_table(path: Path, summary: dict[str, object]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: keeps drafts --help fast
     from drafts_ops.io import open_observation
 
     results: dict[str, object] = {}

@@ -35,6 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def search_config(pairs: list[str]):
     """A :class:`~drafts_ops.search.SearchConfig` from ``KEY=VALUE`` strings (JSON values)."""
+    # lazy: keeps drafts --help fast
     from drafts_ops.cli.common import parse_params
     from drafts_ops.search import SearchConfig
 
@@ -42,6 +43,7 @@ def search_config(pairs: list[str]):
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: keeps drafts --help fast
     from drafts_ops.evaluation.injection import InjectionPlan, completeness, write_report
 
     plan = InjectionPlan(n_bursts=args.n_bursts, snr=tuple(args.snr), dm=tuple(args.dm),

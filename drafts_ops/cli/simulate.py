@@ -88,6 +88,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def parse_rfi(texts: list[str]) -> tuple:
     """``KIND[:COUNT[:STRENGTH]]`` strings → RFISpec tuple."""
+    # lazy: keeps drafts --help fast
     from drafts_ops.simulate.rfi import RFI_KINDS, RFISpec
 
     specs = []
@@ -124,6 +125,7 @@ def _per_burst(name: str, values: list[float] | None, n: int) -> list[float | No
 def explicit_bursts(args: argparse.Namespace, tobs: float) -> tuple:
     """Bursts from --dm/--snr/--width/...; one default burst when neither --dm nor
     --n-bursts is given."""
+    # lazy: keeps drafts --help fast
     from drafts_ops.simulate.burst import BurstSpec
 
     dms = args.dm
@@ -157,6 +159,7 @@ def explicit_bursts(args: argparse.Namespace, tobs: float) -> tuple:
 
 def build_config(args: argparse.Namespace):
     """The SimulationConfig the arguments describe."""
+    # lazy: keeps drafts --help fast
     import dataclasses
 
     import numpy as np
@@ -191,6 +194,7 @@ def build_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: keeps drafts --help fast
     from drafts_ops.simulate.observation import write_simulation
     from drafts_ops.simulate.truth import truth_path
 
@@ -216,6 +220,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_multibeam(args: argparse.Namespace, config) -> int:
     """``--beams``: one file per beam (see :func:`drafts_ops.simulate.write_multibeam`)."""
+    # lazy: keeps drafts --help fast
     from drafts_ops.simulate import write_multibeam
     from drafts_ops.survey.beams import load_layout
 

@@ -39,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: keeps drafts --help fast
     from drafts_ops.training import train
 
     train.require_torch()

@@ -98,6 +98,7 @@ SUBBAND_PLAN_NOUT = 65536
 
 
 def _subband_cpu(data, trials: Trials, out, ctx: Context) -> None:
+    # lazy: numba-cuda and the other algorithms load only when used
     from drafts_ops.dedisp.subband import (
         auto_subband_plan,
         cached_subband_plan,
@@ -138,6 +139,7 @@ def _subband_cpu(data, trials: Trials, out, ctx: Context) -> None:
 
 
 def _brute_cuda(data, trials: Trials, out, ctx: Context) -> None:
+    # lazy: numba-cuda and the other algorithms load only when used
     from drafts_ops.dedisp.cuda import brute_cuda, gpu_facts
     from drafts_ops.dedisp.tiling import MachineFacts, machine_facts
 
@@ -220,6 +222,7 @@ def run_production(kernel):
 
 
 def _prototype_available() -> bool:
+    # lazy: numba-cuda and the other algorithms load only when used
     import importlib.util
 
     return importlib.util.find_spec("drafts_ops.dedisp.prototype") is not None
@@ -227,6 +230,7 @@ def _prototype_available() -> bool:
 
 def _prototype_runner(backend: str):
     def run(data: np.ndarray, plan: DMPlan, out: np.ndarray, ctx: Context) -> None:
+        # lazy: numba-cuda and the other algorithms load only when used
         from drafts_ops.dedisp.prototype import dedisperse_prototype
 
         for b in range(data.shape[0]):
@@ -236,6 +240,7 @@ def _prototype_runner(backend: str):
 
 
 def _register_builtin() -> None:
+    # lazy: numba-cuda and the other algorithms load only when used
     from drafts_ops.dedisp.cuda import cuda_available
 
     specs = [

@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import h5py
 import numpy as np
 
 from drafts_ops.core.atomic import atomic_path
 from drafts_ops.core.errors import OperatorError, ParameterError
 from drafts_ops.dedisp.modes import MODES, Algorithm, Backend, Mode
+from drafts_ops.dedisp.operator import dedisperse, stream_dedisperse
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.io.reader import ObservationReader
 
@@ -37,7 +39,6 @@ def dedisperse_block(
     """
     if mode not in MODES:
         raise OperatorError(f"unknown dedispersion mode {mode!r}; choose one of {', '.join(MODES)}")
-    from drafts_ops.dedisp.operator import dedisperse
 
     return dedisperse(data, plan, mode=mode, algorithm=algorithm, backend=backend)  # type: ignore[arg-type]
 
@@ -65,8 +66,6 @@ def iter_dedispersed(
             f"delay {plan.max_delay} samples (DM {plan.dms[-1]:g}); lower --dm-max"
         )
     if mode == "production":
-        from drafts_ops.dedisp.operator import stream_dedisperse
-
         yield from stream_dedisperse(
             reader, plan, block_nsamp=block_size, algorithm=algorithm, backend=backend
         )
@@ -115,8 +114,6 @@ def dedisperse_file(
             dmt.flush()
             del dmt
         else:
-            import h5py
-
             with h5py.File(tmp, "w") as fh:
                 _fill(fh.create_dataset("dmt", shape=shape, dtype=np.float32), blocks)
                 fh.create_dataset("dms", data=plan.dms)

@@ -6,11 +6,11 @@ shines outside the band becomes a candidate of its own."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from drafts_ops.dedisp.plan import dispersion_delay_s
+from drafts_ops.detect.candidates import Candidate, candidates_from_clusters, reported_at_peaks
 from drafts_ops.detect.cluster import ClusterLinks, Clusters, labelled_clusters
 from drafts_ops.detect.pulse import PulseShape
 from drafts_ops.detect.response import SIDELOBE_SLACK, SIDELOBE_SNR_MARGIN, Response
@@ -25,9 +25,6 @@ from drafts_ops.detect.sidelobes import (
     sidelobe_owners,
 )
 from drafts_ops.detect.single_pulse import Giants
-
-if TYPE_CHECKING:
-    from drafts_ops.detect.candidates import Candidate
 
 
 def release_hidden_bursts(
@@ -68,8 +65,6 @@ def release_hidden_bursts(
     flag per candidate (default all True, as :attr:`Clusters.boxcar`). Returns the
     candidates, brightest first, and their flags.
     """
-    from drafts_ops.detect.candidates import candidates_from_clusters, reported_at_peaks
-
     cands = list(candidates)
     flags = [True] * len(cands) if boxcar is None else [bool(b) for b in boxcar]
     shapes, away = _band_limited_clusters(cands, giants, np.asarray(label), response,

@@ -72,6 +72,7 @@ def open_observation(paths: PathLike | Sequence[PathLike]) -> ObservationReader:
         raise ObservationError(None, "no observation file given")
     formats = {detect_format(p) for p in paths}
     if len(paths) > 1 and formats != {"psrfits"}:  # consecutive files of one beam
+        # lazy: a format's reader loads only for its files (h5py, astropy)
         from drafts_ops.io.sequence import SequenceReader
 
         readers = []
@@ -117,6 +118,7 @@ def write_observation(
     """
     fmt = format_from_suffix(path)
     if fmt == "sigproc":
+        # lazy: a format's reader loads only for its files (h5py, astropy)
         from drafts_ops.io.sigproc import write_sigproc
 
         return write_sigproc(path, header, blocks)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
+from drafts_ops.core.atomic import write_text_atomic
 from drafts_ops.io.header import Header
 from drafts_ops.io.sigproc import write_sigproc
 from drafts_ops.simulate.burst import BurstSpec, RenderedBurst
@@ -136,7 +140,6 @@ def write_simulation(
     sim = Simulation(config)
 
     def stream() -> Iterator[np.ndarray]:
-        from tqdm import tqdm
 
         with tqdm(
             total=sim.header.nsamples,
@@ -173,10 +176,6 @@ def write_multibeam(
     is at half power in both). ``OUT/<stem>.beams.json`` lists the sources and their S/N
     in every beam.
     """
-    import dataclasses
-    import json
-
-    from drafts_ops.core.atomic import write_text_atomic
 
     out = Path(out_dir)
     files: dict[int, Path] = {}

@@ -16,6 +16,8 @@ a small YAML/JSON file ``{name, positions: {beam: [x, y]}, max_beams}``.
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -25,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from drafts_ops.core.atomic import write_text_atomic
 from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import dispersion_delay_s
-from drafts_ops.detect.candidates import Candidate
+from drafts_ops.detect.candidates import CSV_FIELDS, Candidate
 
 #: Beams a real source can light at once, by default (of 19 or 13).
 DEFAULT_MAX_BEAMS = 4
@@ -323,11 +326,6 @@ def _coinciding(
 
 def write_group(result: GroupResult, path: str | Path) -> Path:
     """Write a group's candidates with their coincidence columns as CSV (atomically)."""
-    import csv
-    import io
-
-    from drafts_ops.core.atomic import write_text_atomic
-    from drafts_ops.detect.candidates import CSV_FIELDS
 
     columns = [*CSV_FIELDS, "event", "nbeams", "beam_mask", "primary_beam", "max_snr", "rfi",
                "rfi_reason"]  # fmt: skip

@@ -35,8 +35,11 @@ import numpy as np
 
 from drafts_ops.core.atomic import write_text_atomic
 from drafts_ops.core.errors import DraftsError, ObservationError
+from drafts_ops.detect.writers import read_csv
 from drafts_ops.io import open_observation
 from drafts_ops.io.header import Header
+from drafts_ops.io.sequence import contiguity
+from drafts_ops.survey.beams import beam_groups, coincidence, load_layout, write_group
 
 LOCK_FILENAME = ".survey.lock"
 QUARANTINE_DIR = "quarantine"
@@ -155,7 +158,6 @@ def beam_neighbours(paths: Iterable[Path]) -> dict[Path, tuple[Path | None, Path
     next)}``, each ``None`` where no file continues it without a gap
     (:func:`~drafts_ops.io.sequence.contiguity`: same channels, sampling, beam and source,
     starting where the other ends). Unreadable files have no neighbours."""
-    from drafts_ops.io.sequence import contiguity
 
     headers: dict[Path, Header] = {}
     for path in paths:
@@ -247,8 +249,6 @@ def coincide_groups(
     (every group's candidates with the coincidence columns and a ``group`` column).
     Returns one summary per group.
     """
-    from drafts_ops.detect.writers import read_csv
-    from drafts_ops.survey.beams import beam_groups, coincidence, load_layout, write_group
 
     layout = load_layout(layout_name)
     out = Path(out_dir)

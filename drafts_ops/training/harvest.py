@@ -30,7 +30,9 @@ from typing import TypeVar
 import numpy as np
 
 from drafts_ops.core.atomic import atomic_path
-from drafts_ops.evaluation.matching import truth_bursts
+from drafts_ops.evaluation.causes import fp_causes
+from drafts_ops.evaluation.matching import Band, match_candidates, truth_bursts
+from drafts_ops.evaluation.search import search_for_evaluation
 from drafts_ops.evaluation.setup import EvaluationSetup, evaluation_observations
 from drafts_ops.ml import inputs as pp
 from drafts_ops.ml.inference import DETECTOR_SCALES
@@ -150,9 +152,6 @@ def harvest_file(
 ) -> CandidatePool:
     """Search one simulated file (``options``: other ``SearchConfig`` fields) and turn each
     candidate's cutouts into an example."""
-    from drafts_ops.evaluation.causes import fp_causes
-    from drafts_ops.evaluation.matching import Band, match_candidates, truth_bursts
-    from drafts_ops.evaluation.search import search_for_evaluation
 
     out = work / f"{path.stem}-harvest"
     result = search_for_evaluation(path, out, band, "classical", dm_max, options,
