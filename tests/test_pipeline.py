@@ -69,17 +69,21 @@ def test_blocks_tile_the_whole_observation(synthetic_fil):
 
 
 def test_block_size_follows_the_memory_budget(synthetic_fil):
-    small = plan_search(synthetic_fil, SearchConfig(memory_budget_mib=400, **FAST))
-    large = plan_search(synthetic_fil, SearchConfig(memory_budget_mib=4000, **FAST))
+    """One DM range at the searched resolution (the DM ranges' blocks: test_dm_ranges)."""
+    one = {"auto_decimation": False, **FAST}
+    small = plan_search(synthetic_fil, SearchConfig(memory_budget_mib=400, **one))
+    large = plan_search(synthetic_fil, SearchConfig(memory_budget_mib=4000, **one))
     assert small.block_size < large.block_size
     assert small.block_size % 1024 == 0 and small.block_size >= 4096
 
 
 def test_detector_both_searches_the_same_blocks_as_the_classical_search(synthetic_fil):
     """The same blocks (so the same noise estimates and giants): --detector both can only
-    add to the classical search's candidates."""
+    add to the candidates of the classical search at one resolution (the neural detector
+    sees one DM-time array: no DM ranges)."""
     for budget in (400, 4000):
         sizes = {plan_search(synthetic_fil, SearchConfig(memory_budget_mib=budget, detector=d,
+                                                         auto_decimation=False,
                                                          **FAST)).block_size
                  for d in ("classical", "both", "ml")}  # fmt: skip
         assert len(sizes) == 1, sizes
@@ -327,6 +331,7 @@ def test_search_reads_each_next_block_ahead(tmp_path, monkeypatch):
     data = np.random.default_rng(6).integers(0, 256, (64, 8000)).astype(np.uint8)
     path = write_sigproc(tmp_path / "raw.fil", header, data)
     config = SearchConfig(dm_max=100.0, block_size=2048, classify=False, write_h5=False,
+                          auto_decimation=False,
                           write_plots=False)  # fmt: skip
     plan = search.plan_search(path, config)
     assert len(plan.blocks) >= 3

@@ -17,6 +17,7 @@ from drafts_ops.dedisp.workspace import WorkspacePool, default_pool
 from drafts_ops.io.header import Header
 from drafts_ops.io.sigproc import write_sigproc
 from drafts_ops.search import plan as search_plan
+from drafts_ops.search import ranges as search_ranges
 from drafts_ops.search import run as search_run
 from drafts_ops.search import samples, streaming
 from drafts_ops.search.windows import CutoutMaker
@@ -50,6 +51,8 @@ def _counting(monkeypatch, owner, name):
 def test_plans_are_built_once_per_search(observation, tmp_path, monkeypatch):
     subband._PLAN_CACHE.clear()
     search_plan._dm_plan_cached.cache_clear()
+    search_ranges._range_dm_plan.cache_clear()
+    search_ranges._chunk_plan.cache_clear()
     subband_plans = _counting(monkeypatch, subband, "auto_subband_plan")
     cfg = search.SearchConfig(dm_max=300.0, block_size=1024, classify=False,
                                 write_h5=False, write_plots=False)  # fmt: skip
@@ -430,7 +433,7 @@ def test_8_bit_blocks_are_quantised_over_the_samples_read(observation, tmp_path,
     from drafts_ops import dedisp
     from drafts_ops.detect.single_pulse import Giants
 
-    cfg = search.SearchConfig(dm_max=300.0, block_size=4096)
+    cfg = search.SearchConfig(dm_max=300.0, block_size=4096, auto_decimation=False)
     plan = search.plan_search(observation, cfg)
     last = plan.blocks[-1]
     assert cfg.quantises and len(plan.blocks) >= 3

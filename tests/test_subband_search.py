@@ -81,7 +81,7 @@ def test_a_full_band_burst_keeps_its_full_band_snr(tmp_path):
     from drafts_ops.simulate import BurstSpec
 
     burst = BurstSpec(t_s=2.0, dm=600.0, snr=15.0, width_s=2e-3)
-    alone = _search(tmp_path / "a", burst, algorithm="brute")
+    alone = _search(tmp_path / "a", burst, algorithm="brute", auto_decimation=False)
     split = _search(tmp_path / "b", burst, algorithm="brute", search_subbands=4)
     assert _at(alone) and _at(split)
     assert alone[0].subband is None and split[0].subband == 0

@@ -105,6 +105,14 @@ CONFIGS: dict[str, SearchBenchConfig] = {
         freq_decimation=8,
     ),
     "gbt": SearchBenchConfig.from_band("gbt", 120.0),
+    # FAST raw at its own resolution with default options: the search plans its DM ranges
+    "fast-raw-native": replace(
+        SearchBenchConfig.from_band("fast-raw", 30.0),
+        name="fast-raw-native",
+        observation="fast-raw",
+        time_decimation=1,
+        freq_decimation=1,
+    ),
 }
 
 

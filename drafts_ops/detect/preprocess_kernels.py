@@ -184,3 +184,26 @@ def averages_to_sums_into(averages, factor, out):  # pragma: no cover - compiled
             else:
                 out[c, t] = level
     return exact.all()
+
+
+@nb.njit(parallel=True, cache=True)
+def decimate_spectra_sums_into(spectra, tfac, out):  # pragma: no cover - compiled
+    """``out[c, t]`` = sum of ``spectra[t*tfac:(t+1)*tfac, c]`` (uint16): the time-major
+    8-bit spectra of the file transposed and summed over ``tfac`` samples in one pass;
+    exact for ``tfac <= 257``. ``out.shape`` is ``(nchan, n // tfac)``. Sums of a tile of
+    samples gather in a small time-major buffer, then go out a channel row at a time."""
+    nc, nt = out.shape
+    tile = 64
+    for k in nb.prange((nt + tile - 1) // tile):
+        t0 = k * tile
+        t1 = min(t0 + tile, nt)
+        acc = np.zeros((tile, nc), np.uint16)
+        for t in range(t0, t1):
+            row_acc = acc[t - t0]
+            for i in range(t * tfac, t * tfac + tfac):  # whole spectra: contiguous, SIMD
+                row = spectra[i]
+                for c in range(nc):
+                    row_acc[c] += np.uint16(row[c])
+        for c in range(nc):  # a channel's tile of sums: contiguous writes
+            for t in range(t0, t1):
+                out[c, t] = acc[t - t0, c]

@@ -27,6 +27,8 @@ class BlockBuffers:
     band_rows: np.ndarray | None = None  # ... and one sub-band's pooled rows
     band_pooled: np.ndarray | None = None  # every sub-band's, pooled by the operator
     masked: np.ndarray | None = None  # blocks in which each channel was masked
+    levels: np.ndarray | None = None  # a DM range's block: its kernel input (8-bit levels)
+    piece: np.ndarray | None = None  # a decimated range's piece of integer sums
     blocks: int = 0
     #: Called with each block and its dedispersed samples ``[ndm, owned]`` (before the
     #: search overwrites them): training data for the neural detector.

@@ -42,7 +42,11 @@ class SearchConfig(Options):
                                    unit="pc cm^-3", gt=0)  # fmt: skip
     dm_tol: float = option(1.25, "dm-plan", "allowed growth of the effective width between DM "
                            "trials (dedisp / Heimdall tolerance rule)", gt=1)  # fmt: skip
-    time_decimation: int = option(1, "dm-plan", "samples averaged before the search", ge=1)
+    auto_decimation: bool = option(True, "dm-plan", "search each DM range at the coarsest time "
+                                   "resolution that loses under 5 % S/N (the classical search "
+                                   "at the file's resolution; see `drafts plan`)")  # fmt: skip
+    time_decimation: int = option(1, "dm-plan", "samples averaged before the search (one "
+                                  "range at that resolution)", ge=1)  # fmt: skip
     freq_decimation: int = option(1, "dm-plan", "channels averaged before the search", ge=1)
     decimate: bool = option(False, "dm-plan", "dedisperse each DM trial at its Heimdall / DDplan "
                             "time resolution (production mode only)")  # fmt: skip

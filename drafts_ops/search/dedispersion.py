@@ -32,12 +32,28 @@ def boxcar_search(
     """Replace each DM row of ``series`` by its best boxcar S/N (fused kernel: running
     baseline, per-width noise measured on the data), the chosen width's index into
     ``width_index``; returns the boxcar widths (samples)."""
-
-    cfg = plan.config
-    widths = boxcar_widths(cfg.max_width_samples)
-    baseline = baseline_window(cfg.baseline_s, plan.header.tsamp, cfg.max_width_samples)
-    search_rows(series, valid, widths, baseline, SEARCH_NOISE_POINTS, series, width_index)
+    widths, window = boxcar_widths_for(plan.config, plan.header.tsamp)
+    search_rows_into(series, valid, widths, window, width_index)
     return widths
+
+
+def boxcar_widths_for(
+    config: SearchConfig, tsamp: float, factor: int = 1
+) -> tuple[np.ndarray, int]:
+    """The boxcar widths and the baseline window (samples) of a search of data sampled
+    every ``tsamp`` seconds, each sample ``factor`` searched samples (a DM range's): the
+    widest boxcar spans the same time at every resolution."""
+    widest = max(1, config.max_width_samples // factor)
+    return boxcar_widths(widest), baseline_window(config.baseline_s, tsamp, widest)
+
+
+def search_rows_into(
+    series: np.ndarray, valid: np.ndarray, widths: np.ndarray, window: int,
+    width_index: np.ndarray,
+) -> None:  # fmt: skip
+    """The fused boxcar search of ``series`` in place (S/N), widths' indices into
+    ``width_index``."""
+    search_rows(series, valid, widths, window, SEARCH_NOISE_POINTS, series, width_index)
 
 
 #: Strided samples from which each DM row's baseline and per-boxcar noise are measured.

@@ -19,33 +19,13 @@ import numpy as np
 from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import DMPlan, smearing_s
 from drafts_ops.io import open_observation
-from drafts_ops.io.blocks import BlockSpan, block_spans
+from drafts_ops.io.blocks import block_spans
 from drafts_ops.io.header import Header
+from drafts_ops.search.blocks import BlockRange
 from drafts_ops.search.config import PathLike, SearchConfig
+from drafts_ops.search.ranges import RangePlan, plan_range_blocks, uses_ranges
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class BlockRange:
-    """One block, in searched samples: it owns output samples ``[start, stop)`` and reads
-    ``[read_start, read_stop)`` (padding for boxcars plus the maximum delay, clipped to the
-    data; the operator sees ``read_len`` samples, zero-padded beyond the data)."""
-
-    index: int
-    start: int
-    stop: int
-    read_start: int
-    read_stop: int
-    read_len: int
-
-    @classmethod
-    def of(cls, span: BlockSpan, max_delay: int, nsamples: int) -> BlockRange:
-        """The block of ``span`` (read with the boxcar padding), extended by the largest
-        dispersion delay: read to the end of the data, zero-padded beyond it."""
-        want = span.read_stop + max_delay
-        return cls(span.index, span.start, span.stop, span.read_start, min(want, nsamples),
-                   want - span.read_start)  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +55,9 @@ class SearchPlan:
     #: The previous file's search could not see the arrivals in its last ``delay(d)``
     #: samples: they are searched here (``plan_search``'s ``lead_in``).
     lead_in: bool = False
+    #: DM ranges, each at its own resolution (:mod:`drafts_ops.search.ranges`; the blocks
+    #: then count in their range's samples); empty: one range at the searched resolution.
+    ranges: tuple[RangePlan, ...] = ()
 
     @property
     def own_file(self) -> str:
@@ -125,7 +108,40 @@ class SearchPlan:
 
     @property
     def searched_samples(self) -> int:
-        return sum(b.stop - b.start for b in self.blocks)
+        """Searched samples the blocks own (a plan with ranges: its first range's)."""
+        if not self.ranges:
+            return sum(b.stop - b.start for b in self.blocks)
+        owned = sum(b.stop - b.start for b in self.blocks if b.range_index == 0)
+        return min(owned * self.ranges[0].factor, self.header.nsamples)
+
+    def factor_of(self, dm_index: int) -> int:
+        """Searched samples averaged by the DM range of trial ``dm_index`` (1 without
+        ranges)."""
+        for r in self.ranges:
+            if r.first <= dm_index < r.first + r.ntrials:
+                return r.factor
+        return 1
+
+    def range_rows(self) -> list[dict[str, Any]]:
+        """The plan's DM ranges as rows (DDplan's table: DM bounds and step, time
+        averaging, trials, share of the dedispersion, modelled worst S/N loss, block and
+        overlap in searched samples, memory of a block's input in MiB)."""
+        ranges = self.ranges or (_one_range(self),)
+        work = [r.ntrials / r.factor for r in ranges]
+        rows = []
+        for r, w in zip(ranges, work, strict=True):
+            dms = np.asarray(r.dms)
+            step = float(np.median(np.diff(dms))) if dms.size > 1 else 0.0
+            rows.append({
+                "dm_lo": float(dms[0]), "dm_hi": float(dms[-1]), "dm_step": step,
+                "factor": r.factor, "tsamp_s": self.header.tsamp * r.factor,
+                "trials": r.ntrials, "work_share": w / sum(work),
+                "snr_loss": r.snr_loss, "block": r.block_size * r.factor,
+                "overlap": r.max_delay * r.factor,
+                "input_mib": self.header.nchans * (r.block_size + r.max_delay) / 2**20,
+                "chunk_trials": r.chunk_trials,
+            })  # fmt: skip
+        return rows
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -141,7 +157,13 @@ class SearchPlan:
             "nblocks": len(self.blocks),
             "searched_samples": self.searched_samples,
             "notes": list(self.notes),
+            "ranges": self.range_rows(),
         }
+
+
+def _one_range(plan: SearchPlan) -> RangePlan:
+    """A plan without ranges as one range (for its table)."""
+    return RangePlan(1, 0, plan.dms, plan.max_delay, plan.block_size, len(plan.dms), 0.0)
 
 
 @functools.lru_cache(maxsize=8)
@@ -212,66 +234,91 @@ def plan_search(
     if config.dedispersed_subbands > header.nchans:
         raise ParameterError(f"{path}: {config.dedispersed_subbands} sub-bands are more than "
                              f"the {header.nchans} searched channels")  # fmt: skip
-    full = DMPlan.from_header(
-        header, config.dm_min, config.dm_max, config.dm_step,
-        dm_tol=config.dm_tol, decimate=config.decimate,
-    )  # fmt: skip
-    fits = full.delays.max(axis=1) <= header.nsamples - MIN_TRIAL_SAMPLES
-    notes: list[str] = []
-    if not fits.any():
-        raise ParameterError(
-            f"{path}: {header.tobs:.3f} s of data is shorter than the dispersion sweep "
-            f"{full.delays[0].max() * header.tsamp:.3f} s at DM {full.dms[0]:.1f} plus "
-            f"{MIN_TRIAL_SAMPLES} samples; lower dm_min"
-        )
-    if not fits.all():
-        kept = int(np.flatnonzero(fits)[-1]) + 1
-        notes.append(
-            f"observation of {header.tobs:.2f} s is too short for DM {config.dm_max:g}: "
-            f"searched DM {full.dms[0]:g}-{full.dms[kept - 1]:.1f} pc cm^-3 "
-            f"({kept} of {full.ndm} trials)"
-        )
-        log.warning("%s: %s", path, notes[-1])
-        full = DMPlan.build(full.dms[:kept], full.freqs, full.tsamp, full.decimation[:kept])
+    first, last = _own_range(files, own, edges, raw, config)
+    where = {"path": files[0], "config": config, "raw_header": raw, "files": files,
+             "header": header, "origin": first, "own_index": own or 0,
+             "lead_in": bool(lead_in and own)}  # fmt: skip
+    if uses_ranges(config):
+        return _ranged_plan(where, first, last)
+    return _single_plan(where, first, last)
+
+
+def _single_plan(where: dict[str, Any], first: int, last: int) -> SearchPlan:
+    """One DM range at the searched resolution (decimation flags, the neural detector and
+    the sub-band searches): blocks sized by :func:`block_size_for_budget`."""
+    config, raw, header, path = where["config"], where["raw_header"], where["header"], where["path"]
+    full = DMPlan.from_header(header, config.dm_min, config.dm_max, config.dm_step,
+                              dm_tol=config.dm_tol, decimate=config.decimate)  # fmt: skip
+    full, notes = _fitting_trials(full, header, config, path)
     smearing = channel_smearing_note(raw, header, float(full.dms[-1]))
     if smearing:
         notes.append(smearing)
         log.warning("%s: %s", path, smearing)
     pad = config.max_width_samples + config.time_link
     size = config.block_size or block_size_for_budget(
-        raw,
-        header,
-        full,
-        config.memory_budget_mib,
-        pad,
-        subbands=config.search_subbands,
+        raw, header, full, config.memory_budget_mib, pad, subbands=config.search_subbands,
         quantised=config.quantises,
-    )
+    )  # fmt: skip
     factor = int(full.decimation.max())
     size = -(-int(size) // factor) * factor  # decimated trials' windows align across blocks
-    first, last = _own_range(files, own, edges, raw, config)
-    origin = first
-    if lead_in and own:
+    if where["lead_in"]:
         first = max(first - full.max_delay, 0)
     blocks = [BlockRange.of(span, full.max_delay, header.nsamples)
               for span in block_spans(first, last, size, before=pad, after=pad,
                                       total=header.nsamples)]  # fmt: skip
-    return SearchPlan(
-        path=files[0],
-        config=config,
-        raw_header=raw,
-        files=files,
-        header=header,
-        dms=tuple(float(d) for d in full.dms),
-        max_delay=full.max_delay,
-        blocks=tuple(blocks),
-        block_size=size,
-        decimation=tuple(int(f) for f in full.decimation) if config.decimate else (),
-        notes=tuple(notes),
-        origin=origin,
-        own_index=own or 0,
-        lead_in=bool(lead_in and own),
-    )
+    return SearchPlan(**where, dms=tuple(float(d) for d in full.dms), max_delay=full.max_delay,
+                      blocks=tuple(blocks), block_size=size, notes=tuple(notes),
+                      decimation=tuple(int(f) for f in full.decimation) if config.decimate
+                      else ())  # fmt: skip
+
+
+def _fitting_trials(
+    full: DMPlan, header: Header, config: SearchConfig, path: str
+) -> tuple[DMPlan, list[str]]:
+    """The trials whose sweep fits in the observation (with :data:`MIN_TRIAL_SAMPLES`
+    searched samples), and a note when some were dropped."""
+    fits = full.delays.max(axis=1) <= header.nsamples - MIN_TRIAL_SAMPLES
+    if not fits.any():
+        raise ParameterError(
+            f"{path}: {header.tobs:.3f} s of data is shorter than the dispersion sweep "
+            f"{full.delays[0].max() * header.tsamp:.3f} s at DM {full.dms[0]:.1f} plus "
+            f"{MIN_TRIAL_SAMPLES} samples; lower dm_min"
+        )
+    if fits.all():
+        return full, []
+    kept = int(np.flatnonzero(fits)[-1]) + 1
+    note = (f"observation of {header.tobs:.2f} s is too short for DM {config.dm_max:g}: "
+            f"searched DM {full.dms[0]:g}-{full.dms[kept - 1]:.1f} pc cm^-3 "
+            f"({kept} of {full.ndm} trials)")  # fmt: skip
+    log.warning("%s: %s", path, note)
+    return DMPlan.build(full.dms[:kept], full.freqs, full.tsamp, full.decimation[:kept]), [note]
+
+
+def _ranged_plan(where: dict[str, Any], first: int, last: int) -> SearchPlan:
+    """DM ranges, each at its own resolution and in its own blocks
+    (:mod:`drafts_ops.search.ranges`)."""
+    config, header, path = where["config"], where["header"], where["path"]
+    pad = config.max_width_samples + config.time_link
+    if where["lead_in"]:  # the previous file's last sweep: the largest of any range
+        sweep = DMPlan.build(np.array([config.dm_max]), header.chan_freqs, header.tsamp)
+        first = max(first - sweep.max_delay, 0)
+    ranges, blocks, notes = plan_range_blocks(where["raw_header"], header, config,
+                                              (first, last), pad)  # fmt: skip
+    if not ranges:
+        raise ParameterError(f"{path}: {header.tobs:.3f} s of data is shorter than the "
+                             f"dispersion sweep at DM {config.dm_min:g} plus "
+                             f"{MIN_TRIAL_SAMPLES} samples; lower dm_min")  # fmt: skip
+    dms = tuple(d for r in ranges for d in r.dms)
+    if dms[-1] < config.dm_max:
+        notes.insert(0, f"observation of {header.tobs:.2f} s is too short for DM "
+                     f"{config.dm_max:g}: searched DM {dms[0]:g}-{dms[-1]:.1f} "
+                     "pc cm^-3")  # fmt: skip
+    for note in notes:
+        log.warning("%s: %s", path, note)
+    max_delay = max(r.max_delay * r.factor for r in ranges)
+    return SearchPlan(**where, dms=dms, max_delay=max_delay, blocks=tuple(blocks),
+                      block_size=ranges[0].block_size, notes=tuple(notes),
+                      ranges=ranges)  # fmt: skip
 
 
 def _own_range(
@@ -375,3 +422,24 @@ def _searched_header(raw: Header, config: SearchConfig) -> Header:
             nsamples=raw.nsamples // config.time_decimation,
         )
     return header
+
+
+def plan_table(rows: list[dict[str, Any]], tsamp: float) -> str:
+    """The DM plan as DDplan prints it: one line per range (:meth:`SearchPlan.range_rows`;
+    ``tsamp`` the searched sample time, s)."""
+    head = (f"{'DM range (pc cm^-3)':>22} {'step':>7} {'avg':>4} {'tsamp ms':>9} "
+            f"{'trials':>7} {'work':>6} {'S/N loss':>9} {'block s':>8} {'overlap s':>10} "
+            f"{'input MiB':>10}")  # fmt: skip
+    lines = [head]
+    for r in rows:
+        lines.append(
+            f"{r['dm_lo']:>10.1f} - {r['dm_hi']:>9.1f} {r['dm_step']:>7.3f} {r['factor']:>4d} "
+            f"{r['tsamp_s'] * 1e3:>9.4f} {r['trials']:>7d} {r['work_share']:>6.1%} "
+            f"{r['snr_loss']:>9.1%} {r['block'] * tsamp:>8.2f} {r['overlap'] * tsamp:>10.2f} "
+            f"{r['input_mib']:>10.0f}"
+        )
+    total = sum(r["trials"] for r in rows)
+    lines.append(f"{total} trials; work: share of the dedispersion; S/N loss: modelled "
+                 "worst loss of a burst from one sample wide, against the undecimated "
+                 "search")  # fmt: skip
+    return "\n".join(lines)

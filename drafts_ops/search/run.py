@@ -25,7 +25,7 @@ from drafts_ops.core.perf import PERF_FILENAME, ObservationSize, PerfRecorder, P
 from drafts_ops.detect.candidates import Candidate
 from drafts_ops.search.config import PathLike, SearchConfig
 from drafts_ops.search.outputs import WORK_DIR, prepare_output_dir, write_manifest
-from drafts_ops.search.plan import SearchPlan, plan_search
+from drafts_ops.search.plan import SearchPlan, plan_search, plan_table
 from drafts_ops.search.report import write_search_report
 from drafts_ops.search.samples import check_disk_space
 from drafts_ops.search.stages import (
@@ -153,6 +153,7 @@ def run_search(
         source = [str(p) for p in path] if isinstance(path, list | tuple) else str(path)
         plan = runner.stage("plan", plan_search, source, config, own, lead_in)
     check_disk_space(plan, work)
+    log.info("%s: DM plan\n%s", plan.path, plan_table(plan.range_rows(), plan.header.tsamp))
     notes = list(plan.notes)
     if not kernels_compiled():
         notes.append(KERNELS_COMPILING)
@@ -177,6 +178,7 @@ def run_search(
         "algorithm": config.algorithm,
         "detector": config.detector, "orchestrator": getattr(runner, "orchestrator", "direct"),
         "task_runner": runner.name, "notes": notes, "options": config.to_dict(),
+        "plan": {"blocks": len(plan.blocks), "ranges": plan.range_rows()},
     }  # fmt: skip
     with perf.stage("report", **extent):  # the page shows the stages before it
         before = perf.report(run=run, observation=size, candidates=len(candidates))

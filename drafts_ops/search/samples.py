@@ -262,3 +262,30 @@ class SearchedSamples:
         ends = [min(stop, first + array.shape[1]) for first, array in self.parts
                 if first < stop and first + array.shape[1] > start]  # fmt: skip
         return out[:, : max(ends, default=start) - start]
+
+
+def read_averaged(reader, plan: SearchPlan, start: int, stop: int, factor: int) -> np.ndarray:
+    """Float32 averages of ``factor`` searched samples, ``[nchan, n]`` for coarse samples
+    ``[start, stop)`` (a DM range's resolution), read and averaged a chunk of about
+    :data:`DECIMATION_CHUNK_BYTES` at a time, each chunk's file pages dropped after it."""
+    raw = plan.raw_header
+    tf = plan.config.time_decimation * factor
+    ff = plan.config.freq_decimation
+    out = np.empty((raw.nchans // ff, max(stop - start, 0)), np.float32)
+    per_sample = raw.nchans * max(raw.nbits, 8) // 8 * tf
+    step = max(1, DECIMATION_CHUNK_BYTES // per_sample)
+    for a in range(start, stop, step):
+        b = min(a + step, stop)
+        spectra = reader.read_spectra(a * tf, (b - a) * tf)
+        if spectra is not None:
+            n = spectra.shape[0] // tf
+            decimate_spectra_into(spectra, tf, ff, out[:, a - start : a - start + n])
+        else:
+            chunk = reader.read_block(a * tf, (b - a) * tf, raw=True)
+            n = chunk.shape[1] // tf
+            if n:
+                out[:, a - start : a - start + n] = decimate_block(chunk[:, : n * tf], tf, ff)
+        reader.release(b * tf)
+        if n < b - a:
+            return out[:, : a - start + n]
+    return out

@@ -28,6 +28,7 @@ from drafts_ops.search.config import PathLike, SearchConfig
 from drafts_ops.search.dedispersion import boxcar_search
 from drafts_ops.search.neural import detector_giants, shipped_detector
 from drafts_ops.search.plan import BlockRange, SearchPlan
+from drafts_ops.search.range_pass import search_range_segment
 from drafts_ops.search.samples import DecimatedReader
 from drafts_ops.search.subbands import (
     SubbandProbe,
@@ -55,6 +56,11 @@ def search_segment(
     ``on_detector_rows(block, rows)`` with the detector's input rows (a search with
     the neural detector; ``BlockBuffers.on_detector_rows``).
     """
+    if plan.ranges:  # DM ranges at their own resolutions
+        if on_dm_time is not None or on_detector_rows is not None:
+            raise ParameterError("the DM-time data of a search with DM ranges are not one "
+                                 "array: plan it with auto_decimation=False")  # fmt: skip
+        return search_range_segment(block_indices, plan, work_dir, on_block=on_block)
     indices = list(block_indices)
     if not indices:
         raise ParameterError("search_segment needs at least one block")

@@ -49,7 +49,7 @@ from drafts_ops.dedisp.plan import dispersion_delay_s
 from drafts_ops.detect.pulse import SPECTRUM_CLIP_SIGMA, emitting_band, pulse_width
 from drafts_ops.io.reader import ObservationReader
 from drafts_ops.search.plan import SearchPlan
-from drafts_ops.search.samples import SearchedSamples, read_searched
+from drafts_ops.search.samples import SearchedSamples, read_averaged, read_searched
 
 
 class CutoutMaker:
@@ -147,6 +147,9 @@ class CutoutMaker:
         header, cfg = self.plan.header, self.plan.config
         freqs = header.chan_freqs
         sample = cand.sample + self.origin
+        factor = self.plan.factor_of(cand.dm_index)
+        if factor > 1:  # a decimated DM range's candidate: its window at that resolution
+            return self._coarse_window(cand, sample, factor)
         start, stop = cutout_span(freqs, header.tsamp, cand.dm, sample, cand.width_samples)
         lo, hi = max(start, 0), min(stop, header.nsamples)
         if self.searched is not None:  # each channel only as far as the cutouts read it
@@ -159,3 +162,20 @@ class CutoutMaker:
             head = np.ascontiguousarray(data[:, :CUTOUT_STATS_SAMPLES])
             mask |= auto_mask(head, cfg.mask_threshold)
         return data, freqs, header.tsamp, cand.dm, sample - lo, cand.width_samples, mask
+
+    def _coarse_window(self, cand: Candidate, sample: int, factor: int) -> tuple:
+        """:meth:`_window` of a candidate found by a DM range averaging ``factor`` searched
+        samples: the window at that range's resolution (float32 averages), the sample,
+        width and sample time in its units (a cutout costs ``factor`` times less)."""
+        header, cfg = self.plan.header, self.plan.config
+        freqs, tsamp = header.chan_freqs, header.tsamp * factor
+        coarse = sample // factor
+        width = max(1, round(cand.width_samples / factor))
+        start, stop = cutout_span(freqs, tsamp, cand.dm, coarse, width)
+        lo, hi = max(start, 0), min(stop, header.nsamples // factor)
+        data = read_averaged(self.reader, self.plan, lo, max(hi, lo + 1), factor)
+        mask = self.static_mask.copy()
+        if cfg.auto_mask and data.shape[1] > 1:
+            mask |= auto_mask(np.ascontiguousarray(data[:, :CUTOUT_STATS_SAMPLES]),
+                              cfg.mask_threshold)  # fmt: skip
+        return data, freqs, tsamp, cand.dm, coarse - lo, width, mask

@@ -323,8 +323,8 @@ def pooled_dm_time(
 
     ml = {"detector": "both", "detector_subbands": subbands} if subbands > 1 else {}
     config = SearchConfig(dm_max=dm_max, classify=False, write_h5=False, write_plots=False,
-                          **band.search_options(), **ml)  # fmt: skip
-    plan = plan_search(path, config)
+                          auto_decimation=False, **band.search_options(), **ml)  # fmt: skip
+    plan = plan_search(path, config)  # one DM-time array at one resolution, as inference sees
     views = {name: np.zeros((pp.DETECTOR_ROWS, plan.header.nsamples), np.float32)
              for name in ("full", *([f"sub{subbands}"] if ml else []))}  # fmt: skip
 
