@@ -41,7 +41,8 @@ def test_each_band_gets_its_hand_checked_ranges(band):
     got = [(r.factor, r.dm_lo, r.dm_hi) for r in ranges]
     assert [g[0] for g in got] == [e[0] for e in EXPECTED[band]]
     for (_, lo, hi), (_, elo, ehi) in zip(got, EXPECTED[band], strict=True):
-        assert lo == pytest.approx(elo, abs=0.02 * max(elo, 50)) and hi == pytest.approx(ehi, rel=0.02)
+        assert lo == pytest.approx(elo, abs=0.02 * max(elo, 50))
+        assert hi == pytest.approx(ehi, rel=0.02)
     smear = float(smearing_s(ranges[1].dm_lo, b["foff"], b["fch1"])) / b["tsamp"]
     if band != "gbt":
         assert smear == pytest.approx(3.1, abs=0.1)
