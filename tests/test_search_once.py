@@ -119,7 +119,20 @@ def test_cutouts_are_made_once_per_candidate(observation, tmp_path, monkeypatch)
     cfg = search.SearchConfig(dm_max=300.0, max_outputs=5)  # classify, .h5 and PNGs
     result = search.run_search(observation, tmp_path, cfg)
     assert result.candidates and len(made) == len(result.candidates)
-    assert sum(k.startswith("h5:") for k in result.outputs) == min(5, len(result.candidates))
+    bursts = [i for i, c in enumerate(result.candidates[:5]) if c.is_burst]
+    assert sorted(int(k[3:]) for k in result.outputs if k.startswith("h5:")) == bursts
+    assert sorted(int(k[4:]) for k in result.outputs if k.startswith("png:")) == bursts
+
+
+def test_h5_files_for_bursts_by_default_and_every_candidate_on_request(observation, tmp_path):
+    written = {}
+    for which in ("bursts", "all"):  # a threshold no candidate reaches: none is a burst
+        cfg = search.SearchConfig(dm_max=300.0, max_outputs=5, h5_for=which,
+                                  classifier_threshold=1.0, write_plots=False)  # fmt: skip
+        result = search.run_search(observation, tmp_path / which, cfg)
+        assert not any(c.is_burst for c in result.candidates)
+        written[which] = sum(k.startswith("h5:") for k in result.outputs)
+    assert written == {"bursts": 0, "all": min(5, len(result.candidates))}
 
 
 def test_plan_notes_channel_smearing_of_frequency_decimation(tmp_path):

@@ -102,6 +102,9 @@ class SearchConfig(Options):
                                          "candidate is a burst (is_burst)", ge=0,
                                          le=1)  # fmt: skip
     write_h5: bool = option(True, "products", "write FETCH .h5 candidate files")
+    h5_for: Literal["bursts", "all"] = option(
+        "bursts", "products", "which candidates get .h5 files: those the classifier calls "
+        "bursts, or all (to re-classify every one elsewhere)")  # fmt: skip
     write_plots: bool = option(True, "products", "write PNGs of the candidates the classifier "
                                "calls bursts")  # fmt: skip
     max_outputs: int = option(50, "products", "cap on .h5 files and PNGs per observation "

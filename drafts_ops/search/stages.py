@@ -149,8 +149,9 @@ def write_outputs(
     cutouts: PathLike | None = None,
 ) -> dict[str, Path]:  # fmt: skip
     """Write ``candidates.csv``, ``<stem>.cand`` and, for the first ``max_outputs``
-    candidates (brightest first), FETCH ``h5/<id>.h5`` and, for those of them that count
-    as bursts (:func:`is_burst`), ``plots/<id>.png``, from the saved cutouts.
+    candidates (brightest first) that count as bursts (:func:`is_burst`), FETCH
+    ``h5/<id>.h5`` and ``plots/<id>.png``, from the saved cutouts (``.h5`` files for every
+    one of the first ``max_outputs`` with ``h5_for="all"``).
 
     Returns the paths: keys ``csv``, ``cand``, and ``h5:<i>`` / ``png:<i>`` for candidate i.
     """
@@ -174,7 +175,7 @@ def write_outputs(
         for i, cand in enumerate(chosen):
             ft, dt = ft_all[i], dt_all[i]
             name = fetch_name(cand, header)
-            if cfg.write_h5:
+            if cfg.write_h5 and (cfg.h5_for == "all" or is_burst(cand, cfg)):
                 h5_path = out_dir / "h5" / f"{name}.h5"
                 outputs[f"h5:{i}"] = write_fetch_h5(cand, header, ft, dt, h5_path)
             if plotted[i]:

@@ -75,6 +75,9 @@ class CutoutMaker:
         self.static_mask = mask
         self.made = 0
         self._shapes: dict[tuple[int, int, int, int], PulseShape] = {}
+        #: The last coarse window read, ``(factor, first sample, averages)``: a candidate's
+        #: measurements and cutouts (and a neighbour's) read it once.
+        self._coarse: tuple[int, int, np.ndarray] | None = None
 
     def cutouts(self, cand: Candidate) -> tuple[np.ndarray, np.ndarray]:
         """FETCH cutouts ``(freq_time [256, 256], dm_time [256, 256])`` of ``cand``."""
@@ -173,9 +176,20 @@ class CutoutMaker:
         width = max(1, round(cand.width_samples / factor))
         start, stop = cutout_span(freqs, tsamp, cand.dm, coarse, width)
         lo, hi = max(start, 0), min(stop, header.nsamples // factor)
-        data = read_averaged(self.reader, self.plan, lo, max(hi, lo + 1), factor)
+        data = self._averaged(lo, max(hi, lo + 1), factor)
         mask = self.static_mask.copy()
         if cfg.auto_mask and data.shape[1] > 1:
             mask |= auto_mask(np.ascontiguousarray(data[:, :CUTOUT_STATS_SAMPLES]),
                               cfg.mask_threshold)  # fmt: skip
         return data, freqs, tsamp, cand.dm, coarse - lo, width, mask
+
+    def _averaged(self, lo: int, hi: int, factor: int) -> np.ndarray:
+        """Averages of ``factor`` searched samples ``[lo, hi)`` (coarse samples): a view of
+        the last window read where it holds them, else read (and kept for the next)."""
+        if self._coarse is not None:
+            f, first, kept = self._coarse
+            if f == factor and first <= lo and hi <= first + kept.shape[1]:
+                return kept[:, lo - first : hi - first]
+        data = read_averaged(self.reader, self.plan, lo, hi, factor)
+        self._coarse = (factor, lo, data)
+        return data
