@@ -27,8 +27,10 @@ from drafts_ops import search
 from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp import dedisperse
 from drafts_ops.detect.preprocess import prepare_block, quantised_levels
+from drafts_ops.detect.writers import read_csv
 from drafts_ops.simulate import RFISpec, SimulationConfig, random_bursts, write_simulation
 from drafts_ops.simulate.bands import survey_band
+from drafts_ops.simulate.truth import read_truth, truth_path
 
 #: Orchestration paths and dedispersion modes the benchmark runs.
 PATHS = ("direct", "flow")
@@ -52,7 +54,7 @@ class SearchBenchConfig:
     foff: float
     tsamp: float
     duration_s: float
-    dm_max: float = 2000.0
+    dm_max: float = 3000.0
     time_decimation: int = 1
     freq_decimation: int = 1
     n_bursts: int = 20
@@ -74,13 +76,15 @@ class SearchBenchConfig:
         return SimulationConfig(**band, seed=self.seed, bursts=tuple(bursts), rfi=rfi)
 
     def options(self) -> dict[str, Any]:
-        """Search options (``drafts search`` flags / SearchConfig fields) of this config."""
-        return {"dm_max": self.dm_max, "time_decimation": self.time_decimation,
-                "freq_decimation": self.freq_decimation}  # fmt: skip
+        """Search options (``drafts search`` flags / SearchConfig fields) of this config:
+        the DM range, and decimation only where it asks for some (else the defaults)."""
+        decimation = {"time_decimation": self.time_decimation,
+                      "freq_decimation": self.freq_decimation}  # fmt: skip
+        return {"dm_max": self.dm_max, **{k: v for k, v in decimation.items() if v > 1}}
 
     def file_name(self) -> str:
         return (f"{self.observation or self.name}-{self.nchans}ch-{self.tsamp * 1e6:g}us-"
-                f"{self.duration_s:g}s-seed{self.seed}.fil")  # fmt: skip
+                f"{self.duration_s:g}s-dm{self.dm_max:g}-seed{self.seed}.fil")  # fmt: skip
 
     @classmethod
     def from_band(cls, band: str, duration_s: float, **options: Any) -> SearchBenchConfig:
@@ -92,27 +96,23 @@ class SearchBenchConfig:
                    **options)  # fmt: skip
 
 
-#: The survey-sized configurations (:data:`drafts_ops.simulate.bands.SURVEY_BANDS`).
+def _fast_raw(name: str, time_decimation: int, freq_decimation: int) -> SearchBenchConfig:
+    """The FAST raw observation (30 s) searched with the given decimation flags."""
+    return replace(SearchBenchConfig.from_band("fast-raw", 30.0), name=name, observation="fast-raw",
+                   time_decimation=time_decimation, freq_decimation=freq_decimation)  # fmt: skip
+
+
+#: The survey-sized configurations (:data:`drafts_ops.simulate.bands.SURVEY_BANDS`), DM
+#: 0-3000 with RFI. ``fast-raw``: FAST's own 4096 channels and 49.152 us with default
+#: options (the search plans its DM ranges); ``fast-raw-x8t2f`` and ``fast-raw-x8f`` the
+#: same observation with hand-picked decimation (as the evaluation searches it, and
+#: coarser: faster, but wide channels lose high-DM bursts).
 CONFIGS: dict[str, SearchBenchConfig] = {
     "fast": SearchBenchConfig.from_band("fast", 60.0),
-    "fast-raw": SearchBenchConfig.from_band("fast-raw", 30.0),  # x8 t x2 f, as evaluated
-    # the throughput issue's FAST raw configuration (x8 t x8 f), on the same observation:
-    # faster, but its wide channels lose high-DM bursts (README "Search evaluation")
-    "fast-raw-x8f": replace(
-        SearchBenchConfig.from_band("fast-raw", 30.0),
-        name="fast-raw-x8f",
-        observation="fast-raw",
-        freq_decimation=8,
-    ),
+    "fast-raw": _fast_raw("fast-raw", 1, 1),
+    "fast-raw-x8t2f": _fast_raw("fast-raw-x8t2f", 8, 2),
+    "fast-raw-x8f": _fast_raw("fast-raw-x8f", 8, 8),
     "gbt": SearchBenchConfig.from_band("gbt", 120.0),
-    # FAST raw at its own resolution with default options: the search plans its DM ranges
-    "fast-raw-native": replace(
-        SearchBenchConfig.from_band("fast-raw", 30.0),
-        name="fast-raw-native",
-        observation="fast-raw",
-        time_decimation=1,
-        freq_decimation=1,
-    ),
 }
 
 
@@ -133,6 +133,17 @@ class RunFigures:
     process_wall_s: float
     kernel_realtime_factor: float | None = None
     notes: list[str] = field(default_factory=list)
+    #: Worst modelled S/N loss of the plan's DM ranges against an undecimated search.
+    snr_loss: float = 0.0
+    #: Injected bursts of S/N >= 8 found (:func:`recall`) and their number.
+    found: int = 0
+    injected: int = 0
+    duration_s: float = 0.0
+
+    @property
+    def process_realtime_factor(self) -> float:
+        """Observation s / s from the command's start to its exit."""
+        return self.duration_s / self.process_wall_s if self.process_wall_s else 0.0
 
     @property
     def pipeline_kernel_ratio(self) -> float | None:
@@ -155,31 +166,64 @@ def kernel_realtime_factor(path: Path, config: SearchBenchConfig, mode: str,
                            repeats: int = 3) -> float:  # fmt: skip
     """Real-time factor of the dedispersion operator alone on the search's DM plan and
     block length (median of ``repeats`` after a warm-up), on normalised random data in
-    the search's own form (uint8 where the search quantises)."""
+    the search's own form (uint8 where the search quantises). A plan in DM ranges: each
+    range's block at its resolution, its trials a chunk at a time as the search does; the
+    ranges' seconds per observation second add up."""
 
     cfg = search.SearchConfig(dedisp_mode=mode, **config.options())
     plan = search.plan_search(path, cfg)
-    dm_plan = plan.dm_plan()
-    block = plan.blocks[0]
-    rng = np.random.default_rng(0)
-    data = rng.standard_normal((dm_plan.nchan, block.read_len), dtype=np.float32)
     affine = {}
-    if cfg.quantises:  # the search's own kernel input: 8-bit samples
-        levels = np.empty(data.shape, np.uint8)
-        prepare_block(data, data.shape[1], levels, auto=False, clip_pixels=cfg.clip_pixels)
-        data = levels
+    if cfg.quantises or plan.ranges:  # the search's own kernel input: 8-bit samples
         offset, scale = quantised_levels(cfg.clip_pixels)
         affine = {"offset": offset, "scale": scale}
-    out = np.empty((dm_plan.ndm, block.read_len - dm_plan.max_delay), np.float32)
-    run = lambda: dedisperse(data, dm_plan, mode=mode, algorithm=cfg.algorithm, out=out,  # noqa: E731
-                             **affine)  # fmt: skip
+    if not plan.ranges:
+        dm_plan = plan.dm_plan()
+        data = _kernel_input(dm_plan.nchan, plan.blocks[0].read_len, cfg, bool(affine))
+        jobs = [(dm_plan, np.empty((dm_plan.ndm, data.shape[1] - dm_plan.max_delay),
+                                   np.float32))]  # fmt: skip
+        seconds = jobs[0][1].shape[1] * plan.header.tsamp
+        wall = _kernel_time(data, jobs, mode, cfg.algorithm, affine=affine, repeats=repeats)
+        return seconds / wall
+    per_second = 0.0
+    for rng in plan.ranges:
+        full = rng.dm_plan(plan.header)
+        data = _kernel_input(full.nchan, rng.block_size + full.max_delay, cfg, True)
+        chunks = [rng.chunk_plan(plan.header, t0, t1) for t0, t1 in rng.chunks()]
+        flat = np.empty(rng.chunk_trials * (data.shape[1] - min(c.max_delay for c in chunks)),
+                        np.float32)  # fmt: skip
+        jobs = [(c, flat[: c.ndm * (data.shape[1] - c.max_delay)].reshape(c.ndm, -1))
+                for c in chunks]  # fmt: skip
+        wall = _kernel_time(data, jobs, mode, cfg.algorithm, affine=affine, repeats=repeats)
+        per_second += wall / (rng.block_size * rng.factor * plan.header.tsamp)
+    return 1.0 / per_second
+
+
+def _kernel_input(nchan: int, nsamp: int, cfg: search.SearchConfig, levels: bool) -> np.ndarray:
+    """Normalised random samples ``[nchan, nsamp]``: float32, or the search's 8-bit levels."""
+    data = np.random.default_rng(0).standard_normal((nchan, nsamp), dtype=np.float32)
+    if not levels:
+        return data
+    out = np.empty(data.shape, np.uint8)
+    prepare_block(data, data.shape[1], out, auto=False, clip_pixels=cfg.clip_pixels)
+    return out
+
+
+def _kernel_time(data: np.ndarray, jobs: list, mode: str, algorithm: str, *, affine: dict,
+                 repeats: int) -> float:  # fmt: skip
+    """Median wall (s) of dedispersing ``data`` with each ``(plan, out)`` of ``jobs``,
+    after one warm-up pass."""
+
+    def run() -> None:
+        for dm_plan, out in jobs:
+            dedisperse(data, dm_plan, mode=mode, algorithm=algorithm, out=out, **affine)
+
     run()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         run()
         times.append(time.perf_counter() - t0)
-    return out.shape[1] * plan.header.tsamp / statistics.median(times)
+    return statistics.median(times)
 
 
 def run_one(path: Path, config: SearchBenchConfig, run_path: str, mode: str, *, out: Path,
@@ -208,13 +252,56 @@ def run_one(path: Path, config: SearchBenchConfig, run_path: str, mode: str, *, 
         raise ParameterError(f"{config.name} {run_path}/{mode} failed: {' | '.join(tail)}")
     doc = json.loads((out / "perf.json").read_text())
     total = doc["total"]
+    found, injected = recall(truth_path(path), read_csv(out / "candidates.csv"))
+    ranges = doc["run"].get("plan", {}).get("ranges", [])
     return RunFigures(
         config=config.name, path=run_path, mode=mode, wall_s=total["wall_s"],
         cpu_s=total["cpu_s"], realtime_factor=total["realtime_factor"],
         samples_per_s=total["samples_per_s"], peak_rss_mib=total["peak_rss_mib"],
         candidates=total["candidates"], stages={s["name"]: s["wall_s"] for s in doc["stages"]},
         process_wall_s=process_wall, notes=list(doc["run"].get("notes", [])),
+        snr_loss=max((r["snr_loss"] for r in ranges), default=0.0), found=found,
+        injected=injected, duration_s=doc["observation"]["duration_s"],
     )  # fmt: skip
+
+
+#: A candidate matches an injected burst within this arrival time (s, at the top of the
+#: band) and fraction of its DM: the peers' rule (``../shared/peers/match.py``), so that
+#: every search is scored alike.
+MATCH_DT_S = 0.05
+MATCH_DM_FRACTION = 0.10
+#: Injected S/N from which a burst counts towards the recall.
+RECALL_SNR = 8.0
+
+
+def recall(truth: Path, candidates: list[Any]) -> tuple[int, int]:
+    """``(found, injected)``: injected bursts of S/N >= :data:`RECALL_SNR` in the truth
+    table ``truth`` that some candidate (``tcand_s``, ``dm`` attributes) matches."""
+    bursts = [r for r in read_truth(truth) if r["kind"] == "burst" and r["snr"] >= RECALL_SNR]
+    times = np.array([c.tcand_s for c in candidates], np.float64)
+    dms = np.array([c.dm for c in candidates], np.float64)
+    found = sum(bool(np.any((np.abs(times - b["tcand_s"]) <= MATCH_DT_S)
+                            & (np.abs(dms - b["dm"]) <= MATCH_DM_FRACTION * b["dm"])))
+                for b in bursts)  # fmt: skip
+    return found, len(bursts)
+
+
+def bench_configs(names: list[str], *, duration_s: float | None = None,
+                  dm_max: float | None = None) -> list[SearchBenchConfig]:  # fmt: skip
+    """The named configurations, with the observation length (s) and highest DM
+    (pc cm^-3) replaced where given."""
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        raise ParameterError(f"unknown configuration(s) {unknown}; known: {list(CONFIGS)}")
+    changes = {k: v for k, v in (("duration_s", duration_s), ("dm_max", dm_max)) if v}
+    return [replace(CONFIGS[name], **changes) for name in names]
+
+
+def bench_data_dir(data_dir: Path | None) -> Path:
+    """Where the simulated observations are kept (made if missing)."""
+    path = Path(data_dir or Path(tempfile.gettempdir()) / "drafts-bench")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def run_search_bench(
@@ -224,16 +311,10 @@ def run_search_bench(
 ) -> list[RunFigures]:  # fmt: skip
     """Benchmark each named configuration along each path and mode (after a short warm-up
     search that compiles the kernels, as a survey's first file would)."""
-    unknown = [n for n in names if n not in CONFIGS]
-    if unknown:
-        raise ParameterError(f"unknown configuration(s) {unknown}; known: {list(CONFIGS)}")
-    data_dir = Path(data_dir or Path(tempfile.gettempdir()) / "drafts-bench")
-    data_dir.mkdir(parents=True, exist_ok=True)
+    configs = bench_configs(names, duration_s=duration_s, dm_max=dm_max)
+    data_dir = bench_data_dir(data_dir)
     results = []
-    for name in names:
-        config = CONFIGS[name]
-        changes = {k: v for k, v in (("duration_s", duration_s), ("dm_max", dm_max)) if v}
-        config = replace(config, **changes)
+    for config in configs:
         path = observation_file(config, data_dir)
         warm = replace(config, duration_s=4.0, dm_max=min(config.dm_max, 200.0), n_bursts=1)
         for mode in modes:  # compile the kernels for this shape and dtype (Numba's cache)
@@ -258,16 +339,19 @@ STAGE_COLUMNS = ("plan", "dedisperse_detect", "merge", "cutouts", "classify", "w
 def format_row(r: RunFigures) -> str:
     ratio = r.pipeline_kernel_ratio
     stages = " ".join(f"{r.stages.get(s, 0.0):7.2f}" for s in STAGE_COLUMNS)
-    return (f"{r.config:<13}{r.path:<7}{r.mode:<11}{stages} {r.wall_s:7.2f}{r.cpu_s:7.1f}"
-            f"{r.realtime_factor:8.2f}{r.kernel_realtime_factor or 0:8.1f}"
-            f"{(ratio or 0):7.2f}{r.peak_rss_mib:8.0f}{r.candidates:6d}")  # fmt: skip
+    return (f"{r.config:<15}{r.path:<7}{r.mode:<11}{stages} {r.wall_s:7.2f}"
+            f"{r.process_wall_s:7.1f}{r.cpu_s:7.1f}{r.realtime_factor:7.2f}"
+            f"{r.process_realtime_factor:7.2f}{r.kernel_realtime_factor or 0:8.2f}"
+            f"{(ratio or 0):7.2f}{r.peak_rss_mib:8.0f}{r.candidates:6d}"
+            f"{f'{r.found}/{r.injected}':>8}{100 * r.snr_loss:6.1f}")  # fmt: skip
 
 
 def format_table(results: list[RunFigures]) -> str:
     """Human-readable table: one row per run; stage walls in s."""
     stages = " ".join(f"{s[:7]:>7}" for s in STAGE_COLUMNS)
-    totals = f"{'wall':>7}{'cpu':>7}{'RTF':>8}{'kRTF':>8}{'p/k':>7}{'RSS MiB':>8}{'cands':>6}"
-    head = f"{'config':<13}{'path':<7}{'mode':<11}{stages} {totals}"
+    totals = (f"{'wall':>7}{'proc':>7}{'cpu':>7}{'RTF':>7}{'pRTF':>7}{'kRTF':>8}{'p/k':>7}"
+              f"{'RSS MiB':>8}{'cands':>6}{'recall':>8}{'loss%':>6}")  # fmt: skip
+    head = f"{'config':<15}{'path':<7}{'mode':<11}{stages} {totals}"
     lines = [head, *(format_row(r) for r in results)]
     flows = {(r.config, r.mode): r for r in results if r.path == "flow"}
     for r in results:
@@ -276,11 +360,16 @@ def format_table(results: list[RunFigures]) -> str:
             lines.append(f"{r.config} {r.mode}: flow / direct wall = {f.wall_s / r.wall_s:.2f} "
                          f"(flow process incl. API start {f.process_wall_s:.1f} s)")  # fmt: skip
     lines.append(
-        "stage walls and wall/cpu in s (perf.json); RTF = observation s / wall s; "
-        "kRTF = dedispersion kernel alone on the same plan and block; p/k = kRTF/RTF"
+        "stage walls, wall (the search's own, perf.json), proc (the process from start to "
+        "exit) and cpu in s; RTF = observation s / wall s, pRTF = observation s / proc s; "
+        "kRTF = dedispersion kernel alone on the same plan and blocks; p/k = kRTF/RTF; "
+        f"recall = injected bursts of S/N >= {RECALL_SNR:g} found (|dt| <= "
+        f"{1e3 * MATCH_DT_S:g} ms, |dDM| <= {100 * MATCH_DM_FRACTION:g} %); loss% = the "
+        "plan's worst modelled S/N loss against an undecimated search"
     )
     return "\n".join(lines)
 
 
 def results_json(results: list[RunFigures]) -> list[dict[str, Any]]:
-    return [{**asdict(r), "pipeline_kernel_ratio": r.pipeline_kernel_ratio} for r in results]
+    return [{**asdict(r), "pipeline_kernel_ratio": r.pipeline_kernel_ratio,
+             "process_realtime_factor": r.process_realtime_factor} for r in results]  # fmt: skip

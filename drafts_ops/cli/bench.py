@@ -48,7 +48,8 @@ def _add_search_parser(targets) -> None:
         "fresh process per run along each path and dedispersion mode, and print per stage "
         "wall seconds, CPU, real-time factor, peak RSS and candidates beside the "
         "dedispersion kernel's own real-time factor on the same plan (pipeline/kernel "
-        f"ratio). Configurations: {shapes}.",
+        f"ratio), the process wall from start to exit, the recall of the injected bursts and "
+        f"the plan's modelled S/N loss. Configurations: {shapes}.",
     )
     s.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS),
                    help="configurations to run (default: all)")  # fmt: skip
@@ -68,6 +69,10 @@ def _add_search_parser(targets) -> None:
                    help="the detector also sees this many sub-bands (default 1)")  # fmt: skip
     s.add_argument("--data-dir", type=Path, default=None,
                    help="observations kept here (default: TMPDIR/drafts-bench)")  # fmt: skip
+    s.add_argument("--peers", type=Path, default=None, metavar="DIR",
+                   help="also run TransientX (2 threads) on the same files with the scripts in "
+                   "DIR (run-transientx.sh; built by its setup-peers.sh) where it is "
+                   "installed")  # fmt: skip
     s.add_argument("--json", action="store_true", help="print a JSON list, one object per run")
     s.set_defaults(func=run_search_bench)
 
@@ -84,11 +89,24 @@ def run_search_bench(args: argparse.Namespace) -> int:
     results = run_search_bench(args.configs, paths=tuple(args.paths), modes=tuple(args.modes),
                                data_dir=args.data_dir, duration_s=args.duration,
                                dm_max=args.dm_max, extra=extra)  # fmt: skip
+    peers, notes = [], []
+    if args.peers is not None:
+        from drafts_ops.bench.peers import format_peers, peer_json, run_peers
+
+        peers, notes = run_peers(args.configs, args.peers, data_dir=args.data_dir,
+                                 duration_s=args.duration, dm_max=args.dm_max)  # fmt: skip
     if args.json:
-        print(json.dumps(results_json(results), indent=2))
+        doc = results_json(results)
+        print(json.dumps(doc if args.peers is None else
+                         {"runs": doc, "peers": peer_json(peers), "notes": notes},
+                         indent=2))  # fmt: skip
         return 0
     info = platform_info()
     print(format_table(results))
+    if peers:
+        print(format_peers(peers, results))
+    for note in notes:
+        print(f"note: {note}")
     print(f"platform: {info['cores']} cores ({info['cpu']}, {info['simd']}), "
           f"numba threads {info['numba_threads']}")  # fmt: skip
     return 0
