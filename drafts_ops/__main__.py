@@ -1,7 +1,5 @@
 """``python -m drafts_ops`` runs the ``drafts`` command line."""
 
-import sys
+from drafts_ops.cli import console
 
-from drafts_ops.cli import main
-
-sys.exit(main())
+console()

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from drafts_ops.cli.common import add_dm_range_arguments, add_stream_arguments
 from drafts_ops.cli.options import add_option_arguments, option_groups, options_from_args
+from drafts_ops.core import interrupts
+from drafts_ops.core.errors import ParameterError
 from drafts_ops.search.config import SearchOptions
 from drafts_ops.survey.options import SurveyOptions
 
@@ -27,18 +29,38 @@ RUNNER_CHOICES = ("threads", "dask")
 EPHEMERAL_STARTUP_TIMEOUT_S = "300"
 
 
-def _embedded_api_defaults() -> None:
-    """Settings for the embedded API, unless the user set them (call before importing prefect).
+def _prepare_api(*, local: bool = True) -> None:
+    """The Prefect API of this command (call before importing prefect): the user's
+    (``PREFECT_API_URL``), else the local one that outlives the command
+    (:mod:`flows.api`; not for ``local=False``: deploy and trigger need a lasting server),
+    else (``DRAFTS_API=temporary``) Prefect's temporary server.
 
     Telemetry and analytics are off: an offline machine (most telescope sites) would log a
     traceback for each failed attempt to send them.
     """
-    os.environ.setdefault(
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_STARTUP_TIMEOUT_S
-    )
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
-    _embedded_server_dies_with_us()
+    # lazy: Prefect loads only for a flow command, keeping drafts --help fast
+    from flows.api import use_local_api
+
+    if not local or use_local_api() is None:
+        os.environ.setdefault(
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_STARTUP_TIMEOUT_S
+        )
+        _embedded_server_dies_with_us()
+    _interrupts_stay_ours()
+
+
+def _interrupts_stay_ours() -> None:
+    """Keep this command's SIGTERM handler (:mod:`drafts_ops.core.interrupts`) during flow
+    runs: Prefect's engine would swap in its own, whose clean-up waits for the running task
+    to finish (minutes) before the process may exit."""
+    # lazy: Prefect loads only for a flow command, keeping drafts --help fast
+    import contextlib
+
+    from prefect import flow_engine
+
+    flow_engine.capture_sigterm = contextlib.nullcontext
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
@@ -55,12 +77,10 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
 def _embedded_server_dies_with_us() -> None:
     """Make Prefect's temporary API server (a uvicorn subprocess) end with this process.
 
-    Prefect stops it at exit (atexit), which a SIGKILL or an unhandled SIGTERM skip: the
-    server was then left running for good. On Linux the child now gets SIGTERM when we
-    die, however we die; SIGTERM and SIGHUP to us exit through the normal path (atexit).
+    Prefect stops it at exit (atexit), which a SIGKILL skips: the server was then left
+    running for good. On Linux the child now gets SIGTERM when we die, however we die.
     """
     # lazy: Prefect loads only for a flow command, keeping drafts --help fast
-    import signal
     import subprocess
 
     from prefect.server.api import server
@@ -86,8 +106,22 @@ def _embedded_server_dies_with_us() -> None:
 
     cls._run_uvicorn_command = run_uvicorn
     cls._drafts_patched = True
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
+
+
+def _check_inputs(files: list[Path], out: Path | None = None) -> None:
+    """Before any server starts: every file opens (its header is read) and ``out`` can be
+    written; a problem raises one line naming the file."""
+    # lazy: Prefect loads only for a flow command, keeping drafts --help fast
+    from drafts_ops.io import open_observation
+
+    for path in files:
+        with open_observation(path):
+            pass
+    if out is not None:
+        existing = next((p for p in (out, *out.parents) if p.exists()), Path())
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            raise ParameterError(f"{out}: cannot write there ({existing} is not a writable "
+                                 "directory)")  # fmt: skip
 
 
 def _add_runner_arguments(parser: argparse._ActionsContainer) -> None:
@@ -145,7 +179,6 @@ def add_search_parser(sub: argparse._SubParsersAction) -> None:
 
 def _search_targets(args: argparse.Namespace) -> list[tuple[Path | list[Path], Path]]:
     # lazy: Prefect loads only for a flow command, keeping drafts --help fast
-    from drafts_ops.core.errors import ParameterError
     from drafts_ops.core.resources import resource_path
 
     files = list(args.files)
@@ -164,23 +197,41 @@ def _search_targets(args: argparse.Namespace) -> list[tuple[Path | list[Path], P
 
 
 def run_search(args: argparse.Namespace) -> int:
-    _embedded_api_defaults()
+    options = options_from_args(SearchOptions, args)
+    targets = _search_targets(args)
+    _check_inputs([f for path, _ in targets for f in (path if isinstance(path, list) else [path])],
+                  args.out)  # fmt: skip
+    # lazy: keeps drafts --help fast
+    from drafts_ops.search.outputs import DONE_FILE
+
+    def unfinished() -> str:
+        done = [out for _, out in targets if (out / DONE_FILE).exists()]
+        left = [str(out) for _, out in targets if out not in done]
+        return (f"{', '.join(left)} left unfinished (no {DONE_FILE}); run again to redo it"
+                if left else f"{args.out} was already complete")  # fmt: skip
+
+    interrupts.set_note(unfinished)
+    _prepare_api()
     # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     from flows.search import search_flow
 
-    options = options_from_args(SearchOptions, args)
-    targets = _search_targets(args)
     flow = search_flow.with_options(task_runner=_runner(args, options.max_workers))
     for path, out in _progress(targets, args.progress and len(targets) > 1, "files"):
         source = [str(f) for f in path] if isinstance(path, list) else str(path)
         result = flow(source, str(out), options, progress=args.progress)
-        rtf = result["realtime_factor"]
         name = " + ".join(map(str, path)) if isinstance(path, list) else path
-        print(
-            f"{name}: {result['candidates']} candidates in {result['wall_s']:.2f} s "
-            f"(real-time x{rtf:.2f}); {out / 'candidates.csv'}, {result['perf']}"
-        )
+        print(closing_line(name, result))
     return 0
+
+
+def closing_line(name: object, result: dict) -> str:
+    """What a search wrote, in one line: counts, speed (marked when the kernels compiled
+    during it) and the report page."""
+    compiling = ", including the kernels' first compilation" if result.get("compiling") else ""
+    kept = f", {result['bursts']} kept by the classifier" if "bursts" in result else ""
+    return (f"{name}: {result['candidates']} candidates{kept}, {result.get('plots', 0)} plots "
+            f"in {result['wall_s']:.2f} s (real-time x{result['realtime_factor']:.2f}"
+            f"{compiling}); report {result.get('report') or result['out_dir']}")  # fmt: skip
 
 
 def _progress(items: list, enabled: bool, unit: str):
@@ -215,12 +266,16 @@ def add_survey_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_survey(args: argparse.Namespace) -> int:
-    _embedded_api_defaults()
+    options = options_from_args(SurveyOptions, args)
+    search = options_from_args(SearchOptions, args)
+    if not args.incoming.is_dir():
+        raise ParameterError(f"{args.incoming}: no such directory")
+    _check_inputs([], args.out)
+    interrupts.set_note("files finished so far are kept; run the survey again to resume")
+    _prepare_api()
     # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     from flows.survey import survey_flow
 
-    options = options_from_args(SurveyOptions, args)
-    search = options_from_args(SearchOptions, args)
     flow = survey_flow.with_options(task_runner=_runner(args, options.max_files))
     state = flow(str(args.incoming), str(args.out), options, search, progress=args.progress,
                  return_state=True)  # fmt: skip
@@ -265,7 +320,8 @@ def add_validate_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    _embedded_api_defaults()
+    _check_inputs(list(args.files), args.out)
+    _prepare_api()
     # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     from flows.validate import validate_flow
 
@@ -315,15 +371,13 @@ def add_deploy_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_deploy(args: argparse.Namespace) -> int:
-    _embedded_api_defaults()
+    _prepare_api(local=False)
     # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     from prefect.settings import PREFECT_API_URL
 
     from flows.deploy import parse_params, register_deployments
 
     if not PREFECT_API_URL.value():
-        from drafts_ops.core.errors import ParameterError
-
         raise ParameterError(
             "PREFECT_API_URL is not set: deployments would go into a temporary server that "
             "vanishes when this command ends; point it at your Prefect server "
@@ -360,7 +414,7 @@ def add_trigger_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_trigger(args: argparse.Namespace) -> int:
-    _embedded_api_defaults()
+    _prepare_api(local=False)
     # lazy: Prefect loads only for a flow command, keeping drafts --help fast
     from flows.deploy import parse_params, trigger, wait_for
 
@@ -369,11 +423,66 @@ def run_trigger(args: argparse.Namespace) -> int:
     if not args.wait:
         return 0
     state = wait_for(run_id, timeout_s=args.timeout)
-    name = state.name if state is not None else "unknown"
-    print(f"{args.deployment} run {run_id}: {name}", file=sys.stderr)
+    print(state_line(args.deployment, run_id, state), file=sys.stderr)
     if state is None or not state.is_final():
         return 3
     return 0 if state.is_completed() else 1
+
+
+# -- server -----------------------------------------------------------------------------------
+
+
+def add_server_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "server",
+        help="the local Prefect API that search, survey and validate share (start/stop/status)",
+        description="search, survey and validate use a local Prefect API that the first of "
+        "them starts in the background and later ones reuse (its database under "
+        "DRAFTS_HOME, default ~/.local/share/drafts-ops); it stops after DRAFTS_API_IDLE_S "
+        "seconds unused (1800). PREFECT_API_URL, when set, is used instead; "
+        "DRAFTS_API=temporary gives each command a temporary server of its own.",
+    )
+    p.add_argument("action", choices=("start", "stop", "status"))
+    p.set_defaults(func=run_server)
+
+
+def run_server(args: argparse.Namespace) -> int:
+    # lazy: keeps drafts --help fast
+    import time
+
+    from flows.api import api_dir, ensure_server, live_clients, stop_server, user_api_url
+
+    directory = api_dir()
+    if args.action == "start":
+        state = ensure_server(lambda line: print(line, file=sys.stderr))
+        print(f"local Prefect API at {state.url} (pid {state.pid})")
+    elif args.action == "stop":
+        state = stop_server(directory)
+        print("stopped the local Prefect API" if state else "no local Prefect API was running")
+    else:
+        from flows.api import ServerState
+
+        state = ServerState.read(directory)
+        if state is None:
+            print(f"no local Prefect API running ({directory})")
+        else:
+            up, using = (time.time() - state.started) / 60, len(live_clients(directory))
+            print(f"local Prefect API at {state.url} (pid {state.pid}), up {up:.1f} min, "
+                  f"{using} command(s) using it; database in {directory}")  # fmt: skip
+        if user_api_url():
+            print(f"flows use PREFECT_API_URL={user_api_url()} instead")
+        return 0 if state is not None else 1
+    return 0
+
+
+def state_line(deployment: str, run_id: str, state) -> str:
+    """A followed run's end in one line: its state and, unless it completed, the first line
+    of its state's message (the exception that failed it)."""
+    if state is None:
+        return f"{deployment} run {run_id}: unknown"
+    message = (state.message or "").strip().splitlines()
+    why = f": {message[0]}" if message and not state.is_completed() else ""
+    return f"{deployment} run {run_id}: {state.name}{why}"
 
 
 #: Sub-command builders this package contributes, in ``drafts --help`` order.
@@ -383,6 +492,7 @@ PARSERS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_validate_parser,
     add_deploy_parser,
     add_trigger_parser,
+    add_server_parser,
 ]
 
 

@@ -65,11 +65,8 @@ class PrefectStages:
     def stage(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         result = _stage_task(name, fn)(*args)
         if name == "plan":
-            get_run_logger().info(
-                "%s: %d DM trials, %d blocks of %d samples%s", args[0], len(result.dms),
-                len(result.blocks), result.block_size,
-                "".join(f"; {note}" for note in result.notes),
-            )  # fmt: skip
+            get_run_logger().info("%s: %s%s", args[0], result.summary_line(),
+                                  "".join(f"; {note}" for note in result.notes))  # fmt: skip
         return result
 
     def map(self, name: str, fn: Callable[..., Any], items: Sequence[Any], *args: Any) -> list:

@@ -13,9 +13,16 @@ import pytest
 # The searches' marker of compiled kernels (drafts_ops.core.hardware.kernel_cache_marker) goes
 # to a directory of this test session, not the user's ~/.cache.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="drafts-ops-test-cache-")
+# Flow commands run against the session's harness or Prefect's temporary server, never a
+# lasting local API under the user's home (tests of that API set DRAFTS_HOME and DRAFTS_API).
+os.environ["DRAFTS_API"] = "temporary"
+os.environ["DRAFTS_HOME"] = tempfile.mkdtemp(prefix="drafts-ops-test-home-")
 
-#: ../shared/data/real beside the checkout (CI lays shared/ beside the clone too).
-REAL_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
+#: The real observations (28.fil, small.fits, test.h5 of the `your` project's test data,
+#: GPL-3.0, so not in this repository): DRAFTS_REAL_DATA, else ../shared/data/real beside the
+#: checkout (CI lays shared/ beside the clone too). README "Install and run" says how.
+REAL_DATA = Path(os.environ.get("DRAFTS_REAL_DATA")
+                 or Path(__file__).resolve().parents[2] / "shared" / "data" / "real")  # fmt: skip
 
 
 @pytest.fixture
@@ -28,7 +35,10 @@ def rng() -> np.random.Generator:
 def real_data() -> Path:
     """Directory of the real observations; tests using it skip when it is absent."""
     if not (REAL_DATA / "28.fil").exists():
-        pytest.skip(f"real test data not found at {REAL_DATA}")
+        pytest.skip(
+            f"real test data (28.fil, small.fits, test.h5 of the `your` project) not "
+            f"found at {REAL_DATA}; set DRAFTS_REAL_DATA (README: Install and run)"
+        )
     return REAL_DATA
 
 

@@ -49,7 +49,7 @@ def test_cli_h5_output_has_axes(small_fil, tmp_path):
     path, data = small_fil
     out = tmp_path / "dmt.h5"
     argv = ["dedisperse", str(path), "--dm-min", "100", "--dm-max", "160", "--dm-step", "10"]
-    assert main([*argv, "--out", str(out), "--block-size", "700"]) == 0
+    assert main([*argv, "--out", str(out), "--block-size", "700", "--mode", "prototype"]) == 0
     with h5py.File(out) as fh:
         dms = fh["dms"][:]
         np.testing.assert_array_equal(dms, np.arange(100.0, 161.0, 10.0))

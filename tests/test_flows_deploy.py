@@ -194,15 +194,31 @@ def test_deploy_without_an_api_url_is_refused(capsys, monkeypatch) -> None:
 
 
 def test_embedded_api_has_telemetry_off_by_default(monkeypatch) -> None:
-    from flows.commands import _embedded_api_defaults
+    from flows.commands import _prepare_api
 
     monkeypatch.delenv("PREFECT_SERVER_ANALYTICS_ENABLED", raising=False)
     monkeypatch.delenv("DO_NOT_TRACK", raising=False)
-    _embedded_api_defaults()
+    _prepare_api(local=False)
     import os
 
     assert os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] == "false"
     assert os.environ["DO_NOT_TRACK"] == "1"
     monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "true")  # a user's choice stays
-    _embedded_api_defaults()
+    _prepare_api(local=False)
     assert os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] == "true"
+
+
+def test_wait_prints_why_a_run_did_not_complete() -> None:
+    from prefect.states import Completed, Failed
+
+    from flows.commands import state_line
+
+    failed = Failed(message="Flow run encountered an exception: ObservationError: /d/x.fil: "
+                    "no such file\nTraceback ...")  # fmt: skip
+    line = state_line("drafts-search/search", "abc", failed)
+    assert line == ("drafts-search/search run abc: Failed: Flow run encountered an exception: "
+                    "ObservationError: /d/x.fil: no such file")  # fmt: skip
+    assert state_line("d/s", "abc", Completed(message="All states completed.")) == (
+        "d/s run abc: Completed"
+    )
+    assert state_line("d/s", "abc", None) == "d/s run abc: unknown"

@@ -54,7 +54,7 @@ def test_rerun_skips_done_files_and_keeps_candidates(prefect_harness, tmp_path: 
     out = tmp_path / "out"
 
     first = survey_flow(str(incoming), str(out), **OPTIONS)
-    assert (first["searched"], first["done"], first["skipped"]) == (4, 3, 0)
+    assert (first["attempted"], first["searched"], first["skipped"]) == (4, 3, 0)
     assert [q["file"] for q in first["quarantined"]] == ["broken.fil"]
     reason = (out / QUARANTINE_DIR / "broken.fil.reason.txt").read_text()
     assert "truncated" in reason

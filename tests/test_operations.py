@@ -373,9 +373,9 @@ def test_embedded_server_ends_with_a_killed_search(prefect_harness, tmp_path):
 
 
 @pytest.mark.slow
-def test_bad_file_prints_no_task_traceback(prefect_harness, tmp_path):
-    """The orchestrator logs a failed task with its stack; for a user error the console
-    gets one error line and no traceback (``-v`` shows it)."""
+def test_bad_file_is_one_line_before_any_flow_runs(prefect_harness, tmp_path):
+    """A truncated file is found before the flow starts: one error line on the console, no
+    traceback, no orchestrator log; ``-v`` shows where it was raised."""
     from prefect.settings import PREFECT_API_URL
 
     src = Path(__file__).resolve().parent.parent / "data" / "demo.fil"
@@ -384,9 +384,28 @@ def test_bad_file_prints_no_task_traceback(prefect_harness, tmp_path):
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
     cmd = [sys.executable, "-m", "drafts_ops", "search", str(broken), "--out", str(tmp_path / "o")]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
-    assert done.stderr.strip().splitlines()[-1].startswith("drafts search: error: ")
-    assert "truncated" in done.stderr
-    verbose = subprocess.run([*cmd[:3], "-v", *cmd[3:]], env=env, capture_output=True, text=True,
-                             timeout=300, check=False)  # fmt: skip
-    assert verbose.returncode == 2 and "Traceback" in verbose.stderr
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
+    assert lines[0].startswith(f"drafts search: error: {broken}: truncated")
+    assert not (tmp_path / "o").exists()
+
+
+def test_user_errors_logged_by_an_orchestrator_lose_their_traceback_on_the_console():
+    """A flow's task logs a user error with its stack (Prefect does); the console shows
+    the message only, while other errors keep their traceback."""
+    import logging
+
+    from drafts_ops.cli import UserErrorTracebacks
+    from drafts_ops.core.errors import ObservationError
+
+    def record(err: Exception) -> logging.LogRecord:
+        try:
+            raise err
+        except Exception:
+            return logging.LogRecord("prefect.task_runs", logging.ERROR, __file__, 1,
+                                     "Task run failed", None, sys.exc_info())  # fmt: skip
+
+    user = record(ObservationError("x.fil", "truncated data"))
+    assert UserErrorTracebacks().filter(user) and user.exc_info is None
+    bug = record(ZeroDivisionError("a bug"))
+    assert UserErrorTracebacks().filter(bug) and bug.exc_info is not None

@@ -81,3 +81,23 @@ def test_readme_commands_are_commands_of_drafts():
     named = {shlex.split(c)[1] for b in shell_blocks(README.read_text()) for c in commands(b)
              if c.startswith("drafts ")}  # fmt: skip
     assert named and named <= names, sorted(named - names)
+
+
+def test_quickstart_says_what_the_demo_gives(tmp_path):
+    """The quick start's account of the demo: six candidates, four kept by the classifier
+    with a .h5 and a PNG each, two unmatched impulses listed only; the closing line's form."""
+    from drafts_ops.core.resources import resource_path
+    from drafts_ops.search import SearchConfig, run_search
+    from flows.commands import closing_line
+
+    text = (ROOT / "docs" / "quickstart.md").read_text()
+    result = run_search(resource_path("data", "demo.fil"), tmp_path, SearchConfig())
+    summary = result.to_dict()
+    assert (summary["candidates"], summary["bursts"], summary["plots"]) == (6, 4, 4)
+    assert "six candidates: the four bursts" in text
+    assert sum(k.startswith("h5:") for k in result.outputs) == 4
+    line = closing_line("data/demo.fil", summary)
+    assert line.startswith("data/demo.fil: 6 candidates, 4 kept by the classifier, 4 plots in ")
+    assert line.endswith(f"report {tmp_path / 'report.html'}")
+    shown = next(x for x in text.splitlines() if x.startswith("data/demo.fil: "))
+    assert shown.split(" in ")[0] == line.split(" in ")[0]

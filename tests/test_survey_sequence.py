@@ -28,14 +28,14 @@ def test_a_survey_runs_without_prefect(tmp_path: Path) -> None:
     options = SurveyOptions(settle_s=0)
     summary = run_survey(incoming, out, options, SearchOptions(**SEARCH),
                          runner=SerialSurveyRunner(), progress=seen.append)  # fmt: skip
-    assert (summary["searched"], summary["done"]) == (3, 2)
+    assert (summary["attempted"], summary["searched"], summary["done"]) == (3, 2, 2)
     assert [q["file"] for q in summary["quarantined"]] == ["broken.fil"]
     assert sorted(seen) == ["a.fil", "b.fil", "broken.fil"]
     with (out / SURVEY_CANDIDATES).open(newline="") as fh:
         keys = {row["key"] for row in csv.DictReader(fh)}
     assert keys == {"a.fil", "b.fil"}
     assert Ledger.load(out).counts() == {"done": 2, "quarantined": 1}
-    assert (out / "index.html").exists() and "| 3 | 3 | 0 | 2 |" in summary_markdown(summary)
+    assert (out / "index.html").exists() and "| 3 | 3 | 2 | 0 |" in summary_markdown(summary)
     again = run_survey(incoming, out, options, SearchOptions(**SEARCH))
     # the quarantined file was moved aside: the rerun sees the two searched ones, done
     assert (again["scanned"], again["searched"], again["skipped"]) == (2, 0, 2)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 
 from drafts_ops import __version__
+from drafts_ops.core import interrupts
 from drafts_ops.core.errors import DraftsError, OptionError
 
 #: Science sub-commands, in the order ``drafts --help`` lists them.
@@ -98,10 +99,18 @@ class UserErrorTracebacks(logging.Filter):
         return True
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``drafts`` console script; returns the exit status."""
+def console() -> None:
+    """The ``drafts`` console script: :func:`main` with Ctrl-C and SIGTERM handled
+    (:mod:`~drafts_ops.core.interrupts`: one line, children stopped, exit 130 or 143)."""
+    sys.exit(main(handle_signals=True))
+
+
+def main(argv: Sequence[str] | None = None, *, handle_signals: bool = False) -> int:
+    """Run ``drafts`` with ``argv``; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if handle_signals:
+        interrupts.install(args.command)
     logging.basicConfig(
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -127,11 +136,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"drafts {args.command}: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if interrupts.received():  # a signal: its line is printed; leave without waiting
+            interrupts.finish()
         print(f"drafts {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into a reader that stopped early (head, less)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    if interrupts.received():  # interrupted, but a library swallowed it: still not a success
+        interrupts.finish()
     return int(status or 0)
 
 

@@ -22,15 +22,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--mode",
         choices=MODES,
-        default="prototype",
-        help="direct-launched kernel or packaged operator (default prototype)",
+        default="production",
+        help="packaged operator, as the search uses (default), or the direct-launched "
+        "prototype kernel",
     )
     add_stream_arguments(p)
     p.add_argument(
         "--algorithm",
         choices=ALGORITHMS,
         default="brute",
-        help="production mode: brute force or two-stage sub-band (default brute)",
+        help="production mode: brute force (default: exact, the DM-time array to check "
+        "against) or two-stage sub-band (the search's, faster, within its tolerance)",
     )
     p.add_argument(
         "--decimate",

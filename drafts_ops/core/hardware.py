@@ -129,6 +129,15 @@ def kernel_cache_marker() -> Path:
     return cache / f"kernels-{key.hexdigest()[:16]}"
 
 
+#: What the first search with new kernels on a machine says (and its perf.json notes): Numba
+#: compiles them then (a 4 s FAST-like file: 42 s instead of 3 s on 2 cores), caching them.
+KERNELS_COMPILING = (
+    "first search with these kernels on this machine (after installing or updating "
+    "drafts-ops, or on a new CPU): Numba compiles them now, about 40 s on 2 cores, then "
+    "caches them; this run's times include that"
+)
+
+
 def kernels_compiled() -> bool:
     """Whether a search has already run with the current kernels on this machine (else the
     next one spends its first minute compiling them)."""

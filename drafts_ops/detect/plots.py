@@ -1,5 +1,11 @@
 """One diagnostic PNG per candidate: DM–time image, dedispersed waterfall, pulse profile.
 
+Drawn so that a faint burst can be judged by eye (:func:`display_images`): the waterfall
+in sub-bands, each holding about :data:`SUBBAND_SNR` of a full-band burst's S/N, smoothed
+to the burst's width and shown in units of its own noise (colour bar in sigma); the
+DM–time image smoothed to the width, also in sigma; the profile in S/N units; the
+candidate marked by ticks beside its peak, not over it.
+
 Uses matplotlib's object API with the Agg canvas (no pyplot state), so it is safe in
 worker threads and processes.
 """
@@ -17,6 +23,74 @@ import numpy as np
 from drafts_ops.core.atomic import atomic_path
 from drafts_ops.detect.candidates import Candidate
 from drafts_ops.detect.cutouts import time_decimation_factor
+from drafts_ops.detect.preprocess import robust_location_scale
+
+#: S/N of a full-band burst that each plotted sub-band should hold (the number of
+#: sub-bands follows the candidate's S/N: a faint burst gets few, wide ones).
+SUBBAND_SNR = 3.0
+#: Fewest and most sub-bands of the plotted waterfall.
+SUBBANDS = (4, 64)
+#: Colour range of the images, sigma of their noise (upper end: at least this, or the peak).
+COLOUR_RANGE = (-2.0, 5.0)
+
+
+def subband_count(snr: float, nchan: int) -> int:
+    """Sub-bands of a waterfall plot: about ``(snr / SUBBAND_SNR)^2`` (each then holds
+    :data:`SUBBAND_SNR` of a full-band burst), a power of two within :data:`SUBBANDS` that
+    divides ``nchan`` (all channels when it cannot)."""
+    wanted = (max(snr, 0.0) / SUBBAND_SNR) ** 2
+    count = 2 ** int(np.clip(np.floor(np.log2(max(wanted, 1.0))), *np.log2(SUBBANDS)))
+    while count > 1 and nchan % count:
+        count //= 2
+    return min(count, nchan) if count > 1 else nchan
+
+
+def _sigma_units(image: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """``image`` minus its median over ``axis``, over its robust standard deviation there."""
+    flat = image if axis is not None else image.reshape(1, -1)
+    loc, scale = robust_location_scale(flat, axis=-1 if axis is None else axis, keepdims=True,
+                                       dtype=np.float64)  # fmt: skip
+    scale = np.where(scale > 0, scale, 1.0)
+    if axis is None:
+        loc, scale = loc.reshape(()), scale.reshape(())
+    return ((image - loc) / scale).astype(np.float32)
+
+
+def _smooth(image: np.ndarray, width: int) -> np.ndarray:
+    """Running sum over ``width`` pixels along the last axis, over ``sqrt(width)`` (white
+    noise keeps unit variance; a pulse of that width gains ``sqrt(width)``)."""
+    if width <= 1:
+        return image.astype(np.float32)
+    kernel = np.ones(width) / np.sqrt(width)
+    pad = [(0, 0)] * (image.ndim - 1) + [(width // 2, width - 1 - width // 2)]
+    padded = np.pad(image.astype(np.float64), pad, mode="edge")
+    out = np.apply_along_axis(lambda row: np.convolve(row, kernel, mode="valid"), -1, padded)
+    return out.astype(np.float32)
+
+
+def display_images(
+    freq_time: np.ndarray, dm_time: np.ndarray, *, snr: float, width_pixels: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What a candidate's PNG shows: ``(waterfall [sub-band, time], profile [time],
+    dm_image [dm, time])``, each in units of its own noise (sigma; the profile in S/N).
+
+    ``freq_time`` ``[time, frequency]`` and ``dm_time`` ``[dm, time]`` are the cutouts;
+    channels are put in units of their noise, averaged into :func:`subband_count` sub-bands
+    and smoothed over the burst's ``width_pixels``; the DM–time image is smoothed alike.
+    Channels without variance (masked: zeros) are left out of the sub-bands' averages.
+    """
+    channels = np.asarray(freq_time, np.float32).T  # [frequency, time]
+    live = channels.std(axis=1) > 0
+    standard = np.where(live[:, None], _sigma_units(channels, axis=1), 0.0)
+    nsub = subband_count(snr, channels.shape[0])
+    groups = standard.reshape(nsub, -1, standard.shape[1]).sum(axis=1)
+    counts = live.reshape(nsub, -1).sum(axis=1)[:, None]
+    subbands = np.where(counts > 0, groups / np.sqrt(np.maximum(counts, 1)), 0.0)
+    width = max(int(width_pixels), 1)
+    waterfall = _sigma_units(_smooth(subbands, width))
+    profile = _sigma_units(_smooth(standard.sum(axis=0, keepdims=True), width))[0]
+    dm_image = _sigma_units(_smooth(np.asarray(dm_time, np.float32), width))
+    return waterfall, profile, dm_image
 
 
 def plot_candidate(
@@ -82,21 +156,25 @@ class CandidatePlotter:
         #: PNGs drawn by this process and by the helper process.
         self.drawn = {"here": 0, "helper": 0}
         fig = Figure(figsize=(6.5, 8.0), dpi=PNG_DPI)
-        fig.subplots_adjust(left=0.13, right=0.97, bottom=0.07, top=0.9, hspace=0.08)
+        fig.subplots_adjust(left=0.13, right=0.86, bottom=0.07, top=0.9, hspace=0.08)
         FigureCanvasAgg(fig)
         self.ax_prof, self.ax_ft, self.ax_dm = fig.subplots(
             3, 1, sharex=True, height_ratios=(1, 2.5, 2.5)
         )
         blank = np.zeros((2, 2), np.float32)
         (self.profile,) = self.ax_prof.plot([0.0, 1.0], [0.0, 0.0], color="k", lw=1)
-        self.ax_prof.set_ylabel("flux (norm.)")
+        self.ax_prof.set_ylabel("S/N")
         self.waterfall = self.ax_ft.imshow(blank, aspect="auto", origin="upper",
                                            cmap="viridis", interpolation="nearest")  # fmt: skip
         self.ax_ft.set_ylabel("frequency (MHz)")
         self.dm_image = self.ax_dm.imshow(blank, aspect="auto", origin="lower",
                                           cmap="magma", interpolation="nearest")  # fmt: skip
-        (self.marker,) = self.ax_dm.plot([0.0], [0.0], marker="o", mfc="none", mec="cyan",
-                                         ms=14, mew=1.5)  # fmt: skip
+        for ax, image in ((self.ax_ft, self.waterfall), (self.ax_dm, self.dm_image)):
+            bar = fig.colorbar(image, cax=ax.inset_axes((1.02, 0.0, 0.035, 1.0)))
+            bar.set_label("sigma")
+        # ticks left and right of the candidate, leaving its peak in view
+        (self.marker,) = self.ax_dm.plot([0.0, 0.0], [0.0, 0.0], ls="none", color="cyan",
+                                         marker="|", ms=14, mew=2)  # fmt: skip
         self.ax_dm.set_ylabel("DM (pc cm⁻³)")
         self.ax_dm.set_xlabel("time (s, top of band)")
         self.title = fig.suptitle("")
@@ -126,16 +204,19 @@ class CandidatePlotter:
         dt_pix = self.tsamp * time_decimation_factor(c.width_samples)
         t0 = c.tcand_s - (ntime // 2) * dt_pix
         t1 = t0 + ntime * dt_pix
-        self.profile.set_data(t0 + (np.arange(ntime) + 0.5) * dt_pix, freq_time.mean(axis=1))
+        width = max(1, round(c.width_samples / time_decimation_factor(c.width_samples)))
+        waterfall, profile, dm_image = display_images(freq_time, dm_time, snr=c.snr,
+                                                      width_pixels=width)  # fmt: skip
+        self.profile.set_data(t0 + (np.arange(ntime) + 0.5) * dt_pix, profile)
         self.ax_prof.relim()
         self.ax_prof.autoscale_view()
-        self.waterfall.set_data(freq_time.T)
+        for image, data in ((self.waterfall, waterfall), (self.dm_image, dm_image)):
+            image.set_data(data)
+            image.set_clim(COLOUR_RANGE[0], max(COLOUR_RANGE[1], float(np.max(data))))
         self.waterfall.set_extent((t0, t1, self.fmin, self.fmax))
-        self.waterfall.autoscale()  # colour scale of this candidate's image
-        self.dm_image.set_data(dm_time)
         self.dm_image.set_extent((t0, t1, *_dm_extent(c.dm)))
-        self.dm_image.autoscale()
-        self.marker.set_data([c.tcand_s], [c.dm])
+        beside = 8 * dt_pix + 2 * width * dt_pix  # off the peak by a few widths
+        self.marker.set_data([c.tcand_s - beside, c.tcand_s + beside], [c.dm, c.dm])
         if c.dm == 0:
             self.ax_dm.set_yticks([0.0])
         else:

@@ -122,6 +122,17 @@ class SearchPlan:
                 return r.factor
         return 1
 
+    def summary_line(self) -> str:
+        """The plan in a few words: trials, ranges and blocks (each no longer than the
+        samples it searches)."""
+        blocks = len(self.blocks)
+        longest = max((b.stop - b.start for b in self.blocks), default=0)
+        ranges = f" in {len(self.ranges)} DM ranges" if len(self.ranges) > 1 else ""
+        noun = "block" if blocks == 1 else "blocks"
+        unit = "samples of its range" if len(self.ranges) > 1 else "samples"
+        size = f"of up to {longest} {unit}" if blocks > 1 else f"of {longest} {unit}"
+        return f"{len(self.dms)} DM trials{ranges}, {blocks} {noun} {size}"
+
     def range_rows(self) -> list[dict[str, Any]]:
         """The plan's DM ranges as rows (DDplan's table: DM bounds and step, time
         averaging, trials, share of the dedispersion, modelled worst S/N loss, block and

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from drafts_ops.core.atomic import write_text_atomic
+from drafts_ops.core.hardware import KERNELS_COMPILING
 from drafts_ops.detect.candidates import Candidate
 from drafts_ops.search.stages import load_cutouts
 
@@ -31,7 +32,8 @@ img.thumb{width:64px;height:64px;image-rendering:pixelated}.note{color:#555}
 """
 
 _SORT = """
-document.querySelectorAll('table.sortable th').forEach(function(th, i){
+document.querySelectorAll('table.sortable th').forEach(function(th){
+  var i = th.cellIndex;
   th.addEventListener('click', function(){
     var body = th.closest('table').tBodies[0], rows = Array.from(body.rows);
     var up = th.dataset.up !== '1'; th.dataset.up = up ? '1' : '0';
@@ -175,12 +177,16 @@ def write_search_report(
         masked_html = (f"<h2>Masked channels ({names.size} of {masked.size})</h2>"
                        f'<img src="{masked_channels_figure(masked, header.chan_freqs)}" '
                        f'alt="masked channels">')  # fmt: skip
-    notes = "".join(f'<p class="note">{html.escape(n)}</p>' for n in plan.notes)
+    run_notes = list(perf.run.get("notes", plan.notes)) if hasattr(perf, "run") else plan.notes
+    notes = "".join(f'<p class="note">{html.escape(n)}</p>' for n in run_notes)
+    compiling = " including the kernels' first compilation (see the note)" if any(
+        n == KERNELS_COMPILING for n in run_notes) else ""  # fmt: skip
     body = f"""<h1>Search of {html.escape(Path(plan.path).name)}</h1>
 <p>{header.nchans} channels, {header.fmin:.1f}-{header.fmax:.1f} MHz, {header.tsamp * 1e6:.3f} us,
 {header.tobs:.2f} s searched; DM {plan.dms[0]:g}-{plan.dms[-1]:.0f} pc cm<sup>-3</sup>
 ({len(plan.dms)} trials); {len(candidates)} candidates, {bursts} bursts by the classifier;
-{perf.wall_s:.1f} s wall before this page (real-time x{perf.realtime_factor or 0:.2f}).</p>{notes}
+{perf.wall_s:.1f} s wall before this page (real-time x{perf.realtime_factor or 0:.2f}{compiling}).
+</p>{notes}
 <h2>Candidates over the observation</h2>
 <img src="{scatter(candidates, header.tobs, plan.dms[-1])}" alt="time-DM scatter">
 <h2>Candidates (click a column to sort)</h2>{table}{masked_html}

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from drafts_ops.core.hardware import kernels_compiled, mark_kernels_compiled
+from drafts_ops.core.hardware import KERNELS_COMPILING, kernels_compiled, mark_kernels_compiled
 from drafts_ops.core.perf import PERF_FILENAME, ObservationSize, PerfRecorder, PerfReport
 from drafts_ops.detect.candidates import Candidate
 from drafts_ops.search.config import PathLike, SearchConfig
@@ -41,13 +41,6 @@ log = logging.getLogger(__name__)
 
 #: Stage names, in order, as they appear in ``perf.json``.
 STAGES = ("plan", "dedisperse_detect", "merge", "cutouts", "classify", "write", "report")
-#: What the first search with new kernels on a machine says (and its perf.json notes): Numba
-#: compiles them then (a 4 s FAST-like file: 42 s instead of 3 s on 2 cores), caching them.
-KERNELS_COMPILING = (
-    "first search with these kernels on this machine (after installing or updating "
-    "drafts-ops, or on a new CPU): Numba compiles them now, about 40 s on 2 cores, then "
-    "caches them; this run's times include that"
-)
 #: Intermediate results (per-segment giants, cutouts) live here under the output directory.
 # -- the stage sequence ------------------------------------------------------------------
 
@@ -103,7 +96,11 @@ class SearchResult:
             "perf": str(self.out_dir / "perf.json"),
             "wall_s": self.perf.wall_s,
             "realtime_factor": self.perf.realtime_factor,
-            "notes": list(self.plan.notes),
+            "notes": list(self.perf.run.get("notes", self.plan.notes)),
+            "bursts": sum(bool(c.is_burst) for c in self.candidates),
+            "plots": sum(k.startswith("png:") for k in self.outputs),
+            "report": str(self.outputs.get("report", "")),
+            "compiling": KERNELS_COMPILING in self.perf.run.get("notes", ()),
         }
 
 

@@ -16,10 +16,11 @@ keeps (:mod:`drafts_ops.detect.cutouts`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import numpy as np
 
+from drafts_ops.dedisp.plan import dispersion_delay_s
 from drafts_ops.detect.candidates import Candidate
 from drafts_ops.detect.cutout_kernels import standardised_profile
 from drafts_ops.detect.cutouts import (
@@ -35,21 +36,14 @@ from drafts_ops.detect.preprocess import (
     robust_location_scale,
     static_mask,
 )
-from drafts_ops.detect.pulse import PulseShape
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from drafts_ops.io.reader import ObservationReader
-    from drafts_ops.search.plan import SearchPlan
-
-from collections.abc import Callable
-
-from drafts_ops.dedisp.plan import dispersion_delay_s
-from drafts_ops.detect.pulse import SPECTRUM_CLIP_SIGMA, emitting_band, pulse_width
+from drafts_ops.detect.pulse import SPECTRUM_CLIP_SIGMA, PulseShape, emitting_band, pulse_width
 from drafts_ops.io.reader import ObservationReader
 from drafts_ops.search.plan import SearchPlan
 from drafts_ops.search.samples import SearchedSamples, read_averaged, read_searched
+
+#: Largest coarse window kept for the next measurement of the same candidate (bytes): a
+#: FAST raw window at DM 1000 is ~0.5 GB, which the memory budget does not allow twice.
+COARSE_WINDOW_KEEP_BYTES = 256 * 2**20
 
 
 class CutoutMaker:
@@ -190,6 +184,8 @@ class CutoutMaker:
             f, first, kept = self._coarse
             if f == factor and first <= lo and hi <= first + kept.shape[1]:
                 return kept[:, lo - first : hi - first]
+        self._coarse = None  # one window held at a time
         data = read_averaged(self.reader, self.plan, lo, hi, factor)
-        self._coarse = (factor, lo, data)
+        if data.nbytes <= COARSE_WINDOW_KEEP_BYTES:
+            self._coarse = (factor, lo, data)
         return data

@@ -234,7 +234,8 @@ def _survey(  # noqa: PLR0917
     summary = _summary(root, out, files, todo, fresh, vanished, outcomes, ledger, groups)
     summary["wall_s"] = time.perf_counter() - start
     write_json_atomic(out / SURVEY_SUMMARY, summary)
-    summary["index"] = str(write_survey_index(out, ledger, groups))
+    summary["index"] = str(write_survey_index(out, ledger, groups, waiting=summary["unsettled"],
+                                              beam_pattern=options.beam_pattern))  # fmt: skip
     logger.info("survey: %d searched, %d skipped, %d failed, %d quarantined, %d candidates "
                 "in total", summary["searched"], summary["skipped"], len(summary["failed"]),
                 len(summary["quarantined"]), summary["candidates_total"])  # fmt: skip
@@ -283,7 +284,8 @@ def _summary(  # noqa: PLR0917
         "incoming": str(root),
         "out_dir": str(out),
         "scanned": len(files),
-        "searched": len(todo) - len(set(vanished)),
+        "attempted": len(todo) - len(set(vanished)),
+        "searched": sum(o["status"] == "done" for o in outcomes.values()),
         "skipped": len(files) - len(todo),
         "done": sum(o["status"] == "done" for o in outcomes.values()),
         **problems,
@@ -303,11 +305,11 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     lines = [
         f"# Survey of `{summary['incoming']}`",
         "",
-        "| files scanned | searched | skipped | done | failed | quarantined | unusable "
+        "| files scanned | attempted | searched | skipped | failed | quarantined | unusable "
         "| candidates (this run) | candidates (total) | bursts (total) | wall s |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
-        f"| {summary['scanned']} | {summary['searched']} | {summary['skipped']} "
-        f"| {summary['done']} | {len(summary['failed'])} | {len(summary['quarantined'])} "
+        f"| {summary['scanned']} | {summary['attempted']} | {summary['searched']} "
+        f"| {summary['skipped']} | {len(summary['failed'])} | {len(summary['quarantined'])} "
         f"| {len(summary['unusable'])} | {summary['candidates_this_run']} "
         f"| {summary['candidates_total']} | {summary['bursts_total']} "
         f"| {summary['wall_s']:.2f} |",
