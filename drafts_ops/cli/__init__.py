@@ -23,7 +23,7 @@ from drafts_ops.core.errors import DraftsError, OptionError
 
 #: Science sub-commands, in the order ``drafts --help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
-    "info", "plan", "simulate", "dedisperse", "bench", "train", "evaluate", "inject",
+    "info", "plan", "simulate", "dedisperse", "bench", "train", "evaluate", "inject", "review",
 )  # fmt: skip
 
 

@@ -69,8 +69,9 @@ def _smooth(image: np.ndarray, width: int) -> np.ndarray:
 
 
 def display_images(
-    freq_time: np.ndarray, dm_time: np.ndarray, *, snr: float, width_pixels: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    freq_time: np.ndarray, dm_time: np.ndarray, *, snr: float, width_pixels: int,
+    subbands: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """What a candidate's PNG shows: ``(waterfall [sub-band, time], profile [time],
     dm_image [dm, time])``, each in units of its own noise (sigma; the profile in S/N).
 
@@ -78,11 +79,14 @@ def display_images(
     channels are put in units of their noise, averaged into :func:`subband_count` sub-bands
     and smoothed over the burst's ``width_pixels``; the DM–time image is smoothed alike.
     Channels without variance (masked: zeros) are left out of the sub-bands' averages.
+    ``subbands`` (a divisor of the channels) replaces the count chosen from ``snr``.
     """
     channels = np.asarray(freq_time, np.float32).T  # [frequency, time]
     live = channels.std(axis=1) > 0
     standard = np.where(live[:, None], _sigma_units(channels, axis=1), 0.0)
     nsub = subband_count(snr, channels.shape[0])
+    if subbands and channels.shape[0] % subbands == 0:
+        nsub = subbands
     groups = standard.reshape(nsub, -1, standard.shape[1]).sum(axis=1)
     counts = live.reshape(nsub, -1).sum(axis=1)[:, None]
     subbands = np.where(counts > 0, groups / np.sqrt(np.maximum(counts, 1)), 0.0)
@@ -197,6 +201,20 @@ class CandidatePlotter:
         self, candidate: Candidate, freq_time: np.ndarray, dm_time: np.ndarray, path: Path
     ) -> Path:
         """Draw the PNG in this process and hand it to the writer thread."""
+        pixels = self.pixels(candidate, freq_time, dm_time)
+        if len(self._pending) >= MAX_PENDING_PNGS:
+            self._pending.pop(0).result()
+        self._writer = self._writer or ThreadPoolExecutor(1, thread_name_prefix="png")
+        self._pending.append(self._writer.submit(_write_png, pixels, Path(path)))
+        self.drawn["here"] += 1
+        return Path(path)
+
+    def pixels(
+        self, candidate: Candidate, freq_time: np.ndarray, dm_time: np.ndarray, *,
+        subbands: int | None = None, smooth: int | None = None,
+    ) -> np.ndarray:  # fmt: skip
+        """The candidate's figure as RGBA pixels (a copy): :func:`display_images` with
+        ``subbands`` sub-bands and ``smooth`` pixels of smoothing when given."""
         from matplotlib.ticker import AutoLocator
 
         c = candidate
@@ -204,9 +222,10 @@ class CandidatePlotter:
         dt_pix = self.tsamp * time_decimation_factor(c.width_samples)
         t0 = c.tcand_s - (ntime // 2) * dt_pix
         t1 = t0 + ntime * dt_pix
-        width = max(1, round(c.width_samples / time_decimation_factor(c.width_samples)))
+        width = smooth or max(1, round(c.width_samples / time_decimation_factor(c.width_samples)))
         waterfall, profile, dm_image = display_images(freq_time, dm_time, snr=c.snr,
-                                                      width_pixels=width)  # fmt: skip
+                                                      width_pixels=width,
+                                                      subbands=subbands)  # fmt: skip
         self.profile.set_data(t0 + (np.arange(ntime) + 0.5) * dt_pix, profile)
         self.ax_prof.relim()
         self.ax_prof.autoscale_view()
@@ -228,13 +247,7 @@ class CandidatePlotter:
             + (f"   {Path(c.file).name}" if c.file else "")
         )
         self.figure.canvas.draw()
-        pixels = np.array(self.figure.canvas.buffer_rgba())  # a copy: the next draw reuses it
-        if len(self._pending) >= MAX_PENDING_PNGS:
-            self._pending.pop(0).result()
-        self._writer = self._writer or ThreadPoolExecutor(1, thread_name_prefix="png")
-        self._pending.append(self._writer.submit(_write_png, pixels, Path(path)))
-        self.drawn["here"] += 1
-        return Path(path)
+        return np.array(self.figure.canvas.buffer_rgba())  # a copy: the next draw reuses it
 
     def finish(self) -> None:
         """Wait until every PNG drawn is written; raise the first write's error."""
@@ -325,10 +338,19 @@ def _helper_plot(
 
 def _write_png(pixels: np.ndarray, path: Path) -> None:
     """Encode RGBA ``pixels`` as a PNG at ``path``, atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(png_bytes(pixels))
+
+
+def png_bytes(pixels: np.ndarray) -> bytes:
+    """RGBA ``pixels`` encoded as PNG."""
+    import io
+
     from PIL import Image
 
-    with atomic_path(path) as tmp:
-        Image.fromarray(pixels, "RGBA").save(tmp, format="PNG", compress_level=1)
+    buf = io.BytesIO()
+    Image.fromarray(pixels, "RGBA").save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
 
 
 def _dm_extent(dm: float) -> tuple[float, float]:

@@ -97,6 +97,26 @@ def fetch_name(candidate: Candidate, header: Header) -> str:
     )
 
 
+def products_by_arrival(folder: str | Path, suffix: str) -> dict[tuple[str, str], Path]:
+    """A search's products named by :func:`fetch_name` (``.h5`` or ``.png`` in
+    ``folder``), keyed by their arrival and DM as the names give them
+    (:func:`arrival_key`)."""
+    folder = Path(folder)
+    found = {}
+    for path in folder.glob(f"cand_*{suffix}") if folder.is_dir() else ():
+        parts = path.name.removesuffix(suffix).split("_")
+        try:
+            found[(parts[parts.index("tcand") + 1], parts[parts.index("dm") + 1])] = path
+        except (ValueError, IndexError):
+            continue
+    return found
+
+
+def arrival_key(candidate: Candidate) -> tuple[str, str]:
+    """A candidate's key among :func:`products_by_arrival`."""
+    return f"{candidate.tcand_s:.7f}", f"{candidate.dm:.5f}"
+
+
 def write_fetch_h5(
     candidate: Candidate,
     header: Header,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from drafts_ops.core.atomic import write_text_atomic
-from drafts_ops.detect.writers import read_csv
+from drafts_ops.detect.writers import arrival_key, products_by_arrival, read_csv
 from drafts_ops.search.report import REPORT_FILE, html_page
 from drafts_ops.survey.beams import beam_of
 from drafts_ops.survey.files import file_out_dir
@@ -78,27 +78,15 @@ def candidate_rows(out: Path, ledger: Any, beam_pattern: str | None = None) -> l
         if not path.exists():
             continue
         folder = file_out_dir(out, key)
-        pngs = _pngs_by_arrival(folder / "plots")
+        pngs = products_by_arrival(folder / "plots", ".png")
         beam = beam_of(key, beam_pattern) if beam_pattern else beam_of(key)
         for cand in read_csv(path):
-            png = pngs.get((f"{cand.tcand_s:.7f}", f"{cand.dm:.5f}"))
+            png = pngs.get(arrival_key(cand))
             rows.append({"file": key, "beam": "" if beam is None else str(beam), "cand": cand,
                          "report": _relative(folder / REPORT_FILE, out),
                          "png": _relative(png, out) if png else None})  # fmt: skip
     rows.sort(key=lambda r: -r["cand"].snr)
     return rows
-
-
-def _pngs_by_arrival(folder: Path) -> dict[tuple[str, str], Path]:
-    """A search's PNGs by (arrival s, DM) as FETCH's names give them."""
-    out = {}
-    for png in folder.glob("cand_*.png") if folder.is_dir() else ():
-        parts = png.stem.split("_")
-        try:
-            out[(parts[parts.index("tcand") + 1], parts[parts.index("dm") + 1])] = png
-        except (ValueError, IndexError):
-            continue
-    return out
 
 
 def _relative(path: Path | None, out: Path) -> str | None:
