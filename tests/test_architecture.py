@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "drafts_ops"
 #: Longest module (lines): one concern, read in one sitting.
 MAX_MODULE_LINES = 650
@@ -31,3 +33,18 @@ def test_the_help_loads_no_heavy_library():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=120)  # fmt: skip
     assert json.loads(done.stdout) == []
+
+
+def test_every_command_prints_its_help(capsys):
+    """Each sub-command's --help renders (a '%' in an option's help once broke it)."""
+    import argparse
+
+    from drafts_ops.cli import build_parser, main
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name in sub.choices:
+        with pytest.raises(SystemExit) as stop:
+            main([name, "--help"])
+        assert stop.value.code == 0, name
+        assert "usage: drafts " + name in capsys.readouterr().out

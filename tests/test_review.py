@@ -235,3 +235,37 @@ def test_the_page_in_chromium_lists_sorts_filters_and_labels(server, searched):
         assert shown == [chosen]  # the label survived the reload
     finally:
         tab.close()
+
+
+@pytest.mark.slow
+def test_labels_retrain_the_classifier_and_the_search_can_use_it(searched, tmp_path, capsys):
+    """Labels from the demo's truth (four bursts, two impulses) join a short training run:
+    a new model with its manifest entry scoring the held-out labels before and after, which
+    the search then uses with --classifier."""
+    pytest.importorskip("torch", reason="training needs the train extra (torch)")
+    import hashlib
+
+    from drafts_ops.cli import main
+    from drafts_ops.ml.manifest import read_manifest
+
+    (searched / LABELS_FILE).unlink(missing_ok=True)
+    store = LabelStore(searched)
+    for item in load_catalogue([searched]).items.values():
+        store.add(item.id, "burst" if item.candidate.dm < 1000 else "rfi")
+    out = tmp_path / "model"
+    argv = ["train", "classifier", "--labels", str(searched), "--steps", "20", "--pool", "2"]
+    assert main([*argv, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "held-out labelled candidates, before" in printed and ", after" in printed
+    entry = read_manifest(out)["models"]["classifier.onnx"]
+    assert entry["labels"]["labelled"] == 6 and entry["labels"]["held_out"] == 2
+    assert {"accuracy", "recall", "log_loss"} <= set(entry["labels"]["after"])
+    shipped = resource_path("models", "classifier.onnx").read_bytes()
+    assert hashlib.sha256((out / "classifier.onnx").read_bytes()).digest() != hashlib.sha256(
+        shipped).digest()  # fmt: skip
+    config = SearchConfig(classifier=str(out), write_h5=False, write_plots=False)
+    ours = run_search(resource_path("data", "demo.fil"), tmp_path / "s", config)
+    default = load_catalogue([searched]).items
+    assert [c.classifier_prob for c in ours.candidates] != [
+        default[f"0:.:{k}"].candidate.classifier_prob for k in range(len(ours.candidates))
+    ]

@@ -25,8 +25,8 @@ def _cli_type(annotation: Any) -> tuple[Any, list[Any] | None]:
 
 
 def _help(info: Any) -> str:
-    """The field's help with its unit and default."""
-    text = info.description or ""
+    """The field's help with its unit and default (``%`` escaped for argparse)."""
+    text = (info.description or "").replace("%", "%%")
     unit = field_unit(info)
     if unit:
         text += f" [{unit}]"

@@ -29,6 +29,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="folder that keeps the harvested examples for the next run (classifier: "
         "candidates; detector: survey-band DM-time images)",
     )
+    p.add_argument("--labels", nargs="+", type=Path, default=None, metavar="DIR",
+                   help="classifier: also learn from the candidates labelled with drafts "
+                   "review in these output directories (a quarter held out to score the "
+                   "model before and after)")  # fmt: skip
+    p.add_argument(
+        "--label-share",
+        type=float,
+        default=0.3,
+        help="share of the training pool the labelled candidates make (0.3)",
+    )
+    p.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        metavar="MODEL",
+        help="with --labels: the model to compare with (default: the shipped one)",
+    )
     p.add_argument(
         "--evaluate",
         action="store_true",
@@ -54,6 +71,15 @@ def run(args: argparse.Namespace) -> int:
         kwargs["pool_size"] = args.pool
     if args.pool_cache is not None:
         kwargs["pool_cache"] = args.pool_cache
+    if args.labels:
+        if args.model != "classifier":
+            raise ParameterError("--labels trains the classifier: drafts train classifier")
+        from drafts_ops.training.labelled import labelled_set
+
+        if not 0 < args.label_share < 1:
+            raise ParameterError(f"--label-share {args.label_share} must be between 0 and 1")
+        kwargs.update(labelled=labelled_set(args.labels), label_share=args.label_share,
+                      before_model=args.before)  # fmt: skip
     fn = train.train_detector if args.model == "detector" else train.train_classifier
     result = fn(**kwargs)
     print(

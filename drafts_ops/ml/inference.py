@@ -84,8 +84,9 @@ def _session(path: Path):
 
 
 def _model_path(path: str | Path | None, name: str) -> Path:
+    """``path`` (a model file, or a folder holding ``name``), else the shipped model."""
     if path is not None:
-        return Path(path)
+        return Path(path) / name if Path(path).is_dir() else Path(path)
 
     try:
         return resource_dir("models") / name

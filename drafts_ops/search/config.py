@@ -98,6 +98,9 @@ class SearchConfig(Options):
 
     # -- products
     classify: bool = option(True, "products", "score every candidate with the burst classifier")
+    classifier: str | None = option(None, "products", "classifier model: an ONNX file or a "
+                                    "folder with classifier.onnx and manifest.json, e.g. one "
+                                    "retrained on labels (default: the shipped model)")  # fmt: skip
     classifier_threshold: float = option(0.5, "products", "classifier probability from which a "
                                          "candidate is a burst (is_burst)", ge=0,
                                          le=1)  # fmt: skip

@@ -136,7 +136,7 @@ def classify_candidates(
     if not plan.config.classify or not candidates:
         return list(candidates)
     if classifier is None:
-        classifier = load_classifier()
+        classifier = load_classifier(plan.config.classifier)
     ft, dt = load_cutouts(cutouts)
     threshold = plan.config.classifier_threshold
     probs = [float(classifier.predict(ft[i], dt[i])) for i in range(len(candidates))]

@@ -28,7 +28,7 @@ from drafts_ops.core.atomic import atomic_path
 from drafts_ops.core.errors import DraftsError
 from drafts_ops.ml import ModelKind
 from drafts_ops.ml import inputs as pp
-from drafts_ops.ml.inference import DETECTOR_SCALES
+from drafts_ops.ml.inference import DETECTOR_SCALES, load_classifier
 from drafts_ops.ml.manifest import update_manifest
 from drafts_ops.simulate import network_examples as data
 from drafts_ops.training.harvest import (
@@ -42,6 +42,7 @@ from drafts_ops.training.harvest import (
     harvest,
     harvest_detector_images,
 )
+from drafts_ops.training.labelled import LabelledSet, scores, with_labelled
 from drafts_ops.training.networks import (
     ClassifierExport,
     ClassifierNet,
@@ -289,6 +290,9 @@ def train_classifier(
     pool_size: int = 3000,
     synthetic_size: int | None = None,
     pool_cache: str | Path | None = None,
+    labelled: LabelledSet | None = None,
+    label_share: float = 0.3,
+    before_model: str | Path | None = None,
     log: Callable[[str], None] = print,
 ) -> TrainResult:
     """Train the burst classifier on candidates harvested from the search itself
@@ -302,6 +306,10 @@ def train_classifier(
     :data:`DM_TIME_DROPOUT` of the examples, and each example is shifted in time
     (:func:`shift_columns`, up to :data:`CLASSIFIER_JITTER` columns). ``pool_cache``: a
     folder that keeps the harvested pool for the next run with the same seed and size.
+
+    ``labelled``: people's labels (:func:`~drafts_ops.training.labelled.labelled_set`);
+    a quarter is held out, the rest joins the pool as about ``label_share`` of it, and the
+    held-out part scores ``before_model`` (default the shipped classifier) and the new one.
     """
 
     torch, dev = _setup(seed, device)
@@ -309,6 +317,12 @@ def train_classifier(
     t0 = time.perf_counter()
     n_synthetic = pool_size // 3 if synthetic_size is None else synthetic_size
     ft, dt, labels = _classifier_pool(seed, pool_size, n_synthetic, pool_cache, log)
+    held = None
+    if labelled is not None:
+        learn, held = labelled.split(seed)
+        ft, dt, labels = with_labelled(ft, dt, labels, learn, label_share)
+        log(f"classifier: {len(learn)} labelled candidates learnt from ({int(learn.labels.sum())} "
+            f"bursts), {len(held)} held out to score the models")  # fmt: skip
     t_data = time.perf_counter() - t0
     ft_all = torch.from_numpy(ft[:, None])
     dt_all = torch.from_numpy(dt[:, None])
@@ -334,6 +348,10 @@ def train_classifier(
 
     loss_avg, t_train = _optimise(net, opt, sched, steps, batch_loss, name="classifier", log=log)
     path = export_classifier(net, Path(out) / "classifier.onnx")
+    recorded = {}
+    if held is not None and len(held):
+        recorded["labels"] = _held_out_scores(torch, net, dev, held, before_model=before_model,
+                                              labelled=labelled, log=log)  # fmt: skip
     return _finish(
         "classifier",
         path,
@@ -345,7 +363,27 @@ def train_classifier(
         t_train=t_train,
         loss=loss_avg,
         log=log,
+        **recorded,
     )
+
+
+def _held_out_scores(torch, net, dev, held: LabelledSet, *, before_model, labelled,
+                     log) -> dict:  # fmt: skip
+    """The held-out labelled candidates scored by the model before and the new one."""
+    before = load_classifier(before_model).predict_prepared(held.freq_time, held.dm_time)
+    net.eval()
+    with torch.no_grad():
+        logits = net(torch.from_numpy(held.freq_time[:, None]).to(dev),
+                     torch.from_numpy(held.dm_time[:, None]).to(dev))  # fmt: skip
+        after = torch.sigmoid(logits).reshape(-1).cpu().numpy()
+    doc = {"labelled": len(labelled), "held_out": len(held),
+           "before": scores(before, held.labels), "after": scores(after, held.labels)}  # fmt: skip
+    for when in ("before", "after"):
+        s = doc[when]
+        log(f"classifier on {s['n']} held-out labelled candidates, {when}: accuracy "
+            f"{s['accuracy']:.2f}, burst recall {s['recall']}, false positives "
+            f"{s['false_positive_fraction']}, log loss {s['log_loss']:.3f}")  # fmt: skip
+    return doc
 
 
 def _classifier_pool(
