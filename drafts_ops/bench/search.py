@@ -32,6 +32,9 @@ from drafts_ops.simulate import RFISpec, SimulationConfig, random_bursts, write_
 from drafts_ops.simulate.bands import survey_band
 from drafts_ops.simulate.truth import read_truth, truth_path
 
+#: Length of the warm-up observation (s): long enough for the sweep of DM 3000 in every
+#: band, so that the warm-up plans every DM range the measured search does.
+WARM_UP_S = 10.0
 #: Orchestration paths and dedispersion modes the benchmark runs.
 PATHS = ("direct", "flow")
 MODES = ("production", "prototype")
@@ -316,7 +319,8 @@ def run_search_bench(
     results = []
     for config in configs:
         path = observation_file(config, data_dir)
-        warm = replace(config, duration_s=4.0, dm_max=min(config.dm_max, 200.0), n_bursts=1)
+        # a short file over the whole DM range: every DM range's kernels compile here
+        warm = replace(config, duration_s=WARM_UP_S, n_bursts=1)
         for mode in modes:  # compile the kernels for this shape and dtype (Numba's cache)
             with tempfile.TemporaryDirectory(dir=data_dir) as out:
                 warm_path = observation_file(warm, data_dir)
