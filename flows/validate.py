@@ -1,14 +1,16 @@
 """The validation flow: prototype against every production algorithm, stage by stage.
 
 Thin tasks over :mod:`drafts_ops.validation.stages`; they pass file paths and small records
-(the DM–time arrays stay in ``OUT/work``). Paths run one after another so that their
-timings do not disturb each other. The report is written to ``OUT/validation.{html,md,json}``
-and ``validation.md`` is published as a Prefect markdown artifact.
+(the DM–time arrays go to ``OUT/work`` while it runs, removed once the report is written).
+Paths run one after another so that their timings do not disturb each other. The report
+is written to ``OUT/validation.{html,md,json}`` and ``validation.md`` is published as a
+Prefect markdown artifact.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +123,7 @@ def validate_flow(  # noqa: PLR0917 (flow parameters, also passed by keyword)
         detections = {name: detect_task(fplan, run) for name, run in runs.items()}
         results.append(evaluate_task(fplan, runs, detections))
     paths = report_task(results, config, out_dir)
+    shutil.rmtree(work, ignore_errors=True)  # the paths' DM-time arrays: the report has them
     passed = all(r.passed for r in results)
     get_run_logger().info("validation %s: %s", "PASS" if passed else "FAIL", paths["html"])
     summary = {

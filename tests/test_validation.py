@@ -55,6 +55,7 @@ def _parity(result, path: str):
 def test_simulated_observation_report(sim_report) -> None:
     report, paths = sim_report
     assert report.passed, "\n".join(map(str, report.verdict))
+    assert not (paths["html"].parent / "work").exists()  # the DM-time arrays are gone
     (result,) = report.files
     checks = [(line.path, line.check) for line in result.verdict]
     assert checks[:3] == [

@@ -3,6 +3,7 @@ report (``drafts validate`` runs the same stages as Prefect tasks, ``flows/valid
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from drafts_ops.core.errors import ParameterError
@@ -27,4 +28,6 @@ def validate_files(
         raise ParameterError("no observation file to validate")
     work = Path(out_dir) / "work"
     report = build_report([validate_file(f, config, work, plots=plots) for f in files], config)
-    return report, write_report(report, out_dir)
+    paths = write_report(report, out_dir)
+    shutil.rmtree(work, ignore_errors=True)  # the paths' DM-time arrays: the report has them
+    return report, paths
