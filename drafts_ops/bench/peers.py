@@ -12,16 +12,19 @@ import csv
 import os
 import resource
 import shutil
-import subprocess
 import tempfile
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from drafts_ops.bench.search import bench_configs, bench_data_dir, observation_file, recall
-from drafts_ops.core.errors import ParameterError
+from drafts_ops.bench.search import (
+    bench_configs,
+    bench_data_dir,
+    observation_file,
+    recall,
+    timed_run,
+)
 from drafts_ops.simulate.truth import truth_path
 
 #: Where the peers' setup script installs TransientX.
@@ -92,12 +95,7 @@ def run_transientx(path: Path, dm_max: float, peers_dir: Path, out: Path, *,
     if timer:  # GNU time: the script's own CPU and peak RSS
         cmd = [timer, "-f", "%U %S %M", "-o", str(report), *cmd]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        raise ParameterError(f"TransientX on {path} failed: {' | '.join(tail)}")
+    wall = timed_run(cmd, env, f"TransientX on {path}")
     if timer:
         user, system, rss_kib = (float(x) for x in report.read_text().split()[-3:])
         cpu = user + system

@@ -229,6 +229,17 @@ def _kernel_time(data: np.ndarray, jobs: list, mode: str, algorithm: str, *, aff
     return statistics.median(times)
 
 
+def timed_run(cmd: list[str], env: dict[str, str], what: str) -> float:
+    """Run ``cmd`` to its end; its wall seconds (a failure: one line with its last output)."""
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise ParameterError(f"{what} failed: {' | '.join(tail)}")
+    return wall
+
+
 def run_one(path: Path, config: SearchBenchConfig, run_path: str, mode: str, *, out: Path,
             extra: dict[str, Any]) -> RunFigures:  # fmt: skip
     """Search ``path`` once in a fresh process along ``run_path``; figures from perf.json."""
@@ -247,12 +258,7 @@ def run_one(path: Path, config: SearchBenchConfig, run_path: str, mode: str, *, 
                "--no-progress", *flags]  # fmt: skip
     else:
         raise ParameterError(f"unknown bench path {run_path!r}; use {PATHS}")
-    t0 = time.perf_counter()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    process_wall = time.perf_counter() - t0
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        raise ParameterError(f"{config.name} {run_path}/{mode} failed: {' | '.join(tail)}")
+    process_wall = timed_run(cmd, env, f"{config.name} {run_path}/{mode}")
     doc = json.loads((out / "perf.json").read_text())
     total = doc["total"]
     found, injected = recall(truth_path(path), read_csv(out / "candidates.csv"))
