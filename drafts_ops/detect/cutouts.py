@@ -178,8 +178,11 @@ def cutout_pair(  # noqa: PLR0917
     return _cutouts(data, freqs_mhz, tsamp, dm, sample, width_samples, size, size, chan_mask)
 
 
-#: Floats of normalised window one chunk of channels of :func:`_cutouts` holds at a time.
-CHUNK_FLOATS = 2 * 1024**2
+#: Floats of normalised window one chunk of channels of :func:`_cutouts` holds at a time
+#: (64 MiB). A chunk of the file's time-major spectra is transposed as one, so wider chunks
+#: read each spectrum's cache lines fewer times: a FAST raw candidate at DM 2989 (4096
+#: channels, a 9 s triangle of samples) takes 2.4 s with 2 Mi floats, 1.3 s with 16 Mi.
+CHUNK_FLOATS = 16 * 1024**2
 
 
 def _cutouts(  # noqa: PLR0917

@@ -210,3 +210,35 @@ def decimate_spectra_sums_into(spectra, tfac, out):  # pragma: no cover - compil
         for c in range(nc):  # a channel's tile of sums: contiguous writes
             for t in range(t0, t1):
                 out[c, t] = acc[t - t0, c]
+
+
+@nb.njit(parallel=True, cache=True)
+def sum_spectra_rows_into(spectra, tfac, out, t_first, stops):  # pragma: no cover - compiled
+    """``out[c, t_first + t]`` = sum of ``spectra[t*tfac:(t+1)*tfac, c]`` (uint16) where
+    ``t_first + t < stops[c]``: :func:`decimate_spectra_sums_into` for a dispersed window,
+    each tile of samples summed only over the channels that still need it (the high
+    channels of a window stop early). ``out`` keeps its values past each channel's stop."""
+    nc = out.shape[0]
+    nt = min(spectra.shape[0] // tfac, out.shape[1] - t_first)
+    tile = 64
+    for k in nb.prange((nt + tile - 1) // tile):
+        t0 = k * tile
+        t1 = min(t0 + tile, nt)
+        ca, cb = nc, 0
+        for c in range(nc):
+            if stops[c] > t_first + t0:
+                ca = min(ca, c)
+                cb = max(cb, c + 1)
+        if cb <= ca:
+            continue
+        width = cb - ca
+        acc = np.zeros((tile, width), np.uint16)
+        for t in range(t0, t1):
+            row_acc = acc[t - t0]
+            for i in range(t * tfac, t * tfac + tfac):  # a run of each spectrum: SIMD
+                row = spectra[i, ca:cb]
+                for j in range(width):
+                    row_acc[j] += np.uint16(row[j])
+        for c in range(ca, cb):
+            for t in range(t0, min(t1, stops[c] - t_first)):
+                out[c, t_first + t] = acc[t - t0, c - ca]

@@ -20,7 +20,11 @@ from drafts_ops.core.errors import ParameterError
 from drafts_ops.detect.preprocess import (
     decimate_block,
 )
-from drafts_ops.detect.preprocess_kernels import averages_to_sums_into, decimate_spectra_into
+from drafts_ops.detect.preprocess_kernels import (
+    averages_to_sums_into,
+    decimate_spectra_into,
+    sum_spectra_rows_into,
+)
 from drafts_ops.io.reader import advise_mapping
 from drafts_ops.io.transpose import transpose_into
 from drafts_ops.search.plan import DECIMATION_CHUNK_BYTES, BlockRange, SearchPlan
@@ -286,6 +290,38 @@ def read_averaged(reader, plan: SearchPlan, start: int, stop: int, factor: int) 
             if n:
                 out[:, a - start : a - start + n] = decimate_block(chunk[:, : n * tf], tf, ff)
         reader.release(b * tf)
+        if n < b - a:
+            return out[:, : a - start + n]
+    return out
+
+
+#: Most samples :func:`read_window_sums` adds into one uint16 sum exactly (255 * 257).
+MAX_EXACT_SUM = 257
+
+
+def read_window_sums(reader, plan: SearchPlan, start: int, stop: int, factor: int, *,
+                     row_stops: np.ndarray) -> np.ndarray | None:  # fmt: skip
+    """Sums of ``factor`` searched samples of an 8-bit file (uint16 ``[nchan, n]``, coarse
+    samples ``[start, stop)``), channel ``c`` only up to coarse sample ``row_stops[c]``
+    (zeros after it): a dispersed window's triangle, read a chunk of about
+    :data:`DECIMATION_CHUNK_BYTES` at a time, each chunk's pages dropped after it.
+    ``None`` where the file's spectra are not 8-bit views or the search averages channels
+    (then :func:`read_averaged`)."""
+    raw = plan.raw_header
+    tf = plan.config.time_decimation * factor
+    if raw.nbits != 8 or plan.config.freq_decimation != 1 or tf > MAX_EXACT_SUM:
+        return None
+    out = np.zeros((raw.nchans, max(stop - start, 0)), np.uint16)
+    stops = np.clip(np.asarray(row_stops, np.int64) - start, 0, out.shape[1])
+    step = max(1, DECIMATION_CHUNK_BYTES // (raw.nchans * tf))
+    for a in range(start, stop, step):
+        b = min(a + step, stop)
+        spectra = reader.read_spectra(a * tf, (b - a) * tf)
+        if spectra is None or spectra.dtype != np.uint8:
+            return None
+        sum_spectra_rows_into(spectra, tf, out, a - start, stops)
+        reader.release(b * tf)
+        n = spectra.shape[0] // tf
         if n < b - a:
             return out[:, : a - start + n]
     return out

@@ -1,0 +1,92 @@
+"""Windows of candidates found by a time-averaging DM range (issue 50): their pulse is
+measured at the searched resolution, their cutouts are made from sums of the range's
+samples read only as far as each channel needs, and equal those made from averages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from drafts_ops.detect.candidates import Candidate
+from drafts_ops.io import open_observation
+from drafts_ops.search import SearchConfig, plan_search
+from drafts_ops.search import windows as windows_module
+from drafts_ops.search.samples import read_window_sums
+from drafts_ops.search.windows import CutoutMaker
+
+BAND = {"nchans": 256, "fch1": 1499.4140625, "foff": -1.171875, "tsamp": 512e-6}
+BURST_DM, BURST_T = 1500.0, 3.0
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory):
+    """A 12 s 8-bit file with a burst at DM 1500 and its plan in DM ranges."""
+    from drafts_ops.simulate import BurstSpec, SimulationConfig, write_simulation
+
+    burst = BurstSpec(t_s=BURST_T, dm=BURST_DM, snr=40.0, width_s=4 * 512e-6)
+    config = SimulationConfig(**BAND, duration_s=12.0, seed=5, bursts=(burst,))
+    path = write_simulation(tmp_path_factory.mktemp("windows") / "burst.fil", config)
+    plan = plan_search(path, SearchConfig(dm_max=2000.0, classify=False))
+    return path, plan
+
+
+def _candidate(plan) -> Candidate:
+    """The burst as the search reports it: nearest trial, arrival at the band's top."""
+    index = int(np.argmin(np.abs(plan.dm_plan().dms - BURST_DM)))
+    sample = round(BURST_T / plan.header.tsamp)
+    factor = plan.factor_of(index)
+    return Candidate(tcand_s=BURST_T, dm=float(plan.dm_plan().dms[index]), snr=40.0,
+                     width_samples=4 * factor, width_s=4 * factor * plan.header.tsamp,
+                     dm_index=index, sample=sample)  # fmt: skip
+
+
+def test_the_burst_lies_in_a_time_averaging_range(searched):
+    _, plan = searched
+    assert plan.factor_of(_candidate(plan).dm_index) > 1
+
+
+def test_window_sums_add_each_channels_samples_up_to_its_stop(searched):
+    path, plan = searched
+    factor = 4
+    start, stop = 1000, 1600
+    stops = np.linspace(start + 50, stop + 100, plan.header.nchans).astype(np.int64)
+    with open_observation(path) as reader:
+        sums = read_window_sums(reader, plan, start, stop, factor, row_stops=stops)
+        raw = reader.read_block(start * factor, (stop - start) * factor, raw=True)
+    expected = raw.astype(np.int64).reshape(raw.shape[0], -1, factor).sum(axis=2)
+    assert sums.dtype == np.uint16 and sums.shape == expected.shape
+    for c in range(0, plan.header.nchans, 17):
+        n = min(stops[c] - start, stop - start)
+        np.testing.assert_array_equal(sums[c, :n], expected[c, :n])
+        assert not sums[c, n:].any()
+
+
+def test_cutouts_from_sums_equal_those_from_averages(searched, monkeypatch):
+    path, plan = searched
+    cand = _candidate(plan)
+    with open_observation(path) as reader:
+        from_sums = CutoutMaker(reader, plan).cutouts(cand)
+        monkeypatch.setattr(windows_module, "read_window_sums", lambda *a, **k: None)
+        from_averages = CutoutMaker(reader, plan).cutouts(cand)
+    for a, b in zip(from_sums, from_averages, strict=True):
+        np.testing.assert_allclose(a, b, atol=2e-4)
+    assert from_sums[1].max() > 5.0  # the burst's bow-tie is there
+
+
+def test_the_pulse_is_measured_at_the_searched_resolution(searched, monkeypatch):
+    """The merge's measurements read the file's own samples, not the range's averages."""
+    path, plan = searched
+    cand = _candidate(plan)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a measurement read averaged samples")
+
+    monkeypatch.setattr(windows_module, "read_window_sums", refuse)
+    monkeypatch.setattr(windows_module, "read_averaged", refuse)
+    with open_observation(path) as reader:
+        maker = CutoutMaker(reader, plan)
+        shape = maker.pulse_shape(cand)
+        outside = maker.snr_outside(cand, 1400.0, 1500.0)
+    assert shape.snr > 10.0
+    assert shape.f_lo_mhz < 1300.0 < shape.f_hi_mhz  # a full-band burst
+    assert outside > 5.0
