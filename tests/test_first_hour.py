@@ -108,7 +108,7 @@ def test_a_second_command_reuses_the_running_api(api, tmp_path):
     assert state["url"].removesuffix("/api") + "/runs/flow-run/" in err  # on that API
     again = json.loads((home / "prefect-api" / "server.json").read_text())
     assert again["pid"] == state["pid"]
-    assert "6 candidates, 4 kept by the classifier, 4 plots" in out
+    assert "5 candidates, 4 kept by the classifier, 4 plots" in out
     assert f"report {tmp_path / 'demo' / 'report.html'}" in out
 
 

@@ -84,8 +84,8 @@ def test_readme_commands_are_commands_of_drafts():
 
 
 def test_quickstart_says_what_the_demo_gives(tmp_path):
-    """The quick start's account of the demo: six candidates, four kept by the classifier
-    with a .h5 and a PNG each, two unmatched impulses listed only; the closing line's form."""
+    """The quick start's account of the demo: five candidates, four kept by the classifier
+    with a .h5 and a PNG each, an unmatched impulse listed only; the closing line's form."""
     from drafts_ops.core.resources import resource_path
     from drafts_ops.search import SearchConfig, run_search
     from flows.commands import closing_line
@@ -93,11 +93,11 @@ def test_quickstart_says_what_the_demo_gives(tmp_path):
     text = (ROOT / "docs" / "quickstart.md").read_text()
     result = run_search(resource_path("data", "demo.fil"), tmp_path, SearchConfig())
     summary = result.to_dict()
-    assert (summary["candidates"], summary["bursts"], summary["plots"]) == (6, 4, 4)
-    assert "six candidates: the four bursts" in text
+    assert (summary["candidates"], summary["bursts"], summary["plots"]) == (5, 4, 4)
+    assert "five candidates: the four bursts" in text
     assert sum(k.startswith("h5:") for k in result.outputs) == 4
     line = closing_line("data/demo.fil", summary)
-    assert line.startswith("data/demo.fil: 6 candidates, 4 kept by the classifier, 4 plots in ")
+    assert line.startswith("data/demo.fil: 5 candidates, 4 kept by the classifier, 4 plots in ")
     assert line.endswith(f"report {tmp_path / 'report.html'}")
     shown = next(x for x in text.splitlines() if x.startswith("data/demo.fil: "))
     assert shown.split(" in ")[0] == line.split(" in ")[0]
