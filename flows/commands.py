@@ -309,6 +309,9 @@ def add_validate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="observations to check")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="report directory")
     add_dm_range_arguments(p, dm_max=1000.0)
+    p.add_argument("--dm-ranges", action=argparse.BooleanOptionalAction, default=True,
+                   help="validate each of the search's DM ranges at its own time resolution "
+                   "(drafts plan); --no-dm-ranges: one plan at the file's resolution")  # fmt: skip
     p.add_argument("--algorithms", nargs="+", default=None, metavar="ALG",
                    help="production algorithms to check (default: all registered)")  # fmt: skip
     add_stream_arguments(p)
@@ -332,6 +335,7 @@ def run_validate(args: argparse.Namespace) -> int:
         dm_min=args.dm_min,
         dm_max=args.dm_max,
         dm_step=args.dm_step,
+        dm_ranges=args.dm_ranges,
         algorithms=args.algorithms,
         backend=args.backend,
         block_size=args.block_size,

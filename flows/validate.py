@@ -26,12 +26,13 @@ from flows.deploy import check_run_paths
 
 
 @task(name="validation-plan", cache_policy=NO_CACHE)
-def plan_task(file: str, config: ValidationConfig, work_dir: str) -> stages.FilePlan:
-    """DM plan, overlap and the paths to run for one file."""
-    fplan = stages.plan_file(file, config, work_dir)
-    get_run_logger().info("%s: %d DM trials, overlap %d samples, paths %s", file,
-                          len(fplan.dms), fplan.overlap, ", ".join(fplan.paths))  # fmt: skip
-    return fplan
+def plan_task(file: str, config: ValidationConfig, work_dir: str) -> list[stages.FilePlan]:
+    """DM plan of each DM range, overlap and the paths to run for one file."""
+    fplans = stages.plan_file(file, config, work_dir)
+    for fplan in fplans:
+        get_run_logger().info("%s: %d DM trials, overlap %d samples, paths %s", fplan.label,
+                              len(fplan.dms), fplan.overlap, ", ".join(fplan.paths))  # fmt: skip
+    return fplans
 
 
 @task(name="validation-dedisperse", task_run_name="dedisperse-{name}", cache_policy=NO_CACHE)
@@ -74,6 +75,12 @@ def report_task(results: list, config: ValidationConfig, out_dir: str) -> dict[s
     return {k: str(v) for k, v in paths.items()}
 
 
+def verdict_text(result: stages.FileResult) -> list[str]:
+    """A result's verdict lines, after its DM range where the file has several."""
+    lines = [str(line) for line in result.verdict]
+    return [f"{result.label}:", *lines] if result.label != result.file else lines
+
+
 def artifact_key(out_dir: str | Path) -> str:
     """Artifact key (lowercase letters, digits, dashes) for a report directory."""
     raw = f"validation-{Path(out_dir).resolve().name}".lower()
@@ -98,6 +105,7 @@ def validate_flow(  # noqa: PLR0917 (flow parameters, also passed by keyword)
     dm_min: float = 0.0,
     dm_max: float = 1000.0,
     dm_step: float | None = None,
+    dm_ranges: bool = True,
     algorithms: list[str] | None = None,
     backend: str = "cpu",
     block_size: int = 8192,
@@ -105,23 +113,25 @@ def validate_flow(  # noqa: PLR0917 (flow parameters, also passed by keyword)
     repeats: int = 1,
     delay_fault: str | None = None,
 ) -> dict[str, Any]:
-    """Validate the production dedispersion against the prototype on ``files``.
+    """Validate the production dedispersion against the prototype on ``files``, each of
+    the search's DM ranges at its own time resolution (``dm_ranges``).
 
     ``delay_fault="DM_INDEX,CHANNEL[,SHIFT[,ALGORITHM]]"`` breaks one production delay on
     purpose (self-test: the report must fail and locate it). Returns ``passed``, the
     report paths and the verdict lines.
     """
     check_run_paths(files=files, out_dir=out_dir)
-    config = make_config(dm_min=dm_min, dm_max=dm_max, dm_step=dm_step, algorithms=algorithms,
+    config = make_config(dm_min=dm_min, dm_max=dm_max, dm_step=dm_step, dm_ranges=dm_ranges,
+                         algorithms=algorithms,
                          backend=backend, block_size=block_size, max_samples=max_samples,
                          repeats=repeats, delay_fault=delay_fault)  # fmt: skip
     work = str(Path(out_dir) / "work")
     results = []
     for file in files:
-        fplan = plan_task(file, config, work)
-        runs = {name: run_path_task(fplan, name) for name in fplan.paths}
-        detections = {name: detect_task(fplan, run) for name, run in runs.items()}
-        results.append(evaluate_task(fplan, runs, detections))
+        for fplan in plan_task(file, config, work):  # each DM range in turn
+            runs = {name: run_path_task(fplan, name) for name in fplan.paths}
+            detections = {name: detect_task(fplan, run) for name, run in runs.items()}
+            results.append(evaluate_task(fplan, runs, detections))
     paths = report_task(results, config, out_dir)
     shutil.rmtree(work, ignore_errors=True)  # the paths' DM-time arrays: the report has them
     passed = all(r.passed for r in results)
@@ -129,7 +139,7 @@ def validate_flow(  # noqa: PLR0917 (flow parameters, also passed by keyword)
     summary = {
         "passed": passed,
         "reports": paths,
-        "verdict": [str(line) for r in results for line in r.verdict],
+        "verdict": [text for r in results for text in verdict_text(r)],
     }
     if not passed:  # the run ends Failed (alerts on run state fire); the report is written
         return Failed(message=f"validation FAIL: {paths['html']}", data=summary)

@@ -89,6 +89,10 @@ class ValidationConfig:
     ----------
     dm_min, dm_max, dm_step, dm_tol : float
         DM plan (pc cm^-3); ``dm_step=None`` uses the tolerance rule with ``dm_tol``.
+    dm_ranges : bool
+        Validate the search's DM ranges (``drafts plan``), each at its own time
+        resolution (the file's samples averaged as the search averages them); ``False``,
+        or a fixed ``dm_step``: one plan at the file's resolution.
     algorithms : tuple of str or None
         Production algorithms to compare with the prototype (default: every production
         algorithm registered and available for ``backend``).
@@ -114,6 +118,7 @@ class ValidationConfig:
     dm_max: float = 1000.0
     dm_step: float | None = None
     dm_tol: float = 1.25
+    dm_ranges: bool = True
     algorithms: tuple[str, ...] | None = None
     backend: str = "cpu"
     block_size: int = 8192

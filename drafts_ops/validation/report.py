@@ -59,8 +59,8 @@ def _file_blocks(f: FileResult) -> list[Block]:
     h, pl = f.header, f.plan
     nblocks = f.performance[0]["nblocks"] if f.performance else 0
     out: list[Block] = [
-        ("h", 2, f"{Path(f.file).name}: {_status(f.passed)}"),
-        ("p", f"{f.file}: {h['nchans']} channels, {h['nsamples']} samples of "
+        ("h", 2, f"{Path(f.file).name}{f.label[len(f.file):]}: {_status(f.passed)}"),
+        ("p", f"{f.label}: {h['nchans']} channels, {h['nsamples']} samples of "
               f"{1e3 * h['tsamp_s']:.5g} ms ({h['tobs_s']:.3f} s), fch1 {h['fch1_mhz']:g} MHz, "
               f"foff {h['foff_mhz']:g} MHz, {h['nbits']}-bit. DM plan: {pl['ndm']} trials "
               f"{pl['dm_min']:.2f}-{pl['dm_max']:.2f} pc cm^-3, maximum delay "

@@ -27,7 +27,8 @@ def validate_files(
     if not files:
         raise ParameterError("no observation file to validate")
     work = Path(out_dir) / "work"
-    report = build_report([validate_file(f, config, work, plots=plots) for f in files], config)
+    results = [r for f in files for r in validate_file(f, config, work, plots=plots)]
+    report = build_report(results, config)
     paths = write_report(report, out_dir)
     shutil.rmtree(work, ignore_errors=True)  # the paths' DM-time arrays: the report has them
     return report, paths

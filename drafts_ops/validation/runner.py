@@ -3,11 +3,13 @@
 A *path* is the prototype (``"prototype"``, the baseline) or one production algorithm
 (``"production/<algorithm>"``). Every path reads the file itself, block by block, with the
 same overlap, so the comparison covers streaming too; its DM–time output goes to a
-``.npy`` file and only small records travel between stages.
+``.npy`` file and only small records travel between stages. A DM range that the search
+averages is read averaged the same way (:class:`AveragedReader`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -22,7 +24,9 @@ from drafts_ops.core.errors import OperatorError, ParameterError
 from drafts_ops.dedisp import dedisperse
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.dedisp.prototype import dedisperse_prototype
+from drafts_ops.detect.preprocess import decimate_block
 from drafts_ops.io import open_observation
+from drafts_ops.io.reader import ObservationReader
 from drafts_ops.validation.config import DelayFault
 
 BASELINE = "prototype"
@@ -144,8 +148,12 @@ def stream_path(
     backend: str = "cpu",
     fault: DelayFault | None = None,
     repeats: int = 1,
+    factor: int = 1,
 ) -> PathRun:
     """Stream ``file`` through path ``name`` and save its DM–time array to ``out_path``.
+
+    ``factor`` > 1: the file's samples averaged ``factor`` at a time (a DM range's
+    resolution, :class:`AveragedReader`); ``max_samples`` counts the file's samples.
 
     Blocks hold ``block_size`` new samples plus ``overlap`` (``>= plan.max_delay``); each
     yields its first ``len - overlap`` output samples, so the output tiles the file once.
@@ -153,12 +161,10 @@ def stream_path(
     (steady state: shape-dependent caches warm).
     """
     run = make_runner(name, path_plan(plan, name, fault), backend)
-    with open_observation(file) as reader:
-        total = (
-            reader.header.nsamples
-            if max_samples is None
-            else min(max_samples, reader.header.nsamples)
-        )
+    with open_observation(file) as opened:
+        reader = AveragedReader(opened, factor) if factor > 1 else opened
+        limit = reader.header.nsamples
+        total = limit if max_samples is None else min(max_samples // factor, limit)
         nout = total - overlap
         if nout <= 0:
             raise ParameterError(
@@ -219,3 +225,21 @@ def probe_data(plan: DMPlan, overlap: int, nout: int, seed: int = 2024) -> np.nd
     """
     rng = np.random.default_rng(seed)
     return rng.integers(0, 256, (plan.nchan, overlap + nout), dtype=np.uint8)
+
+
+class AveragedReader(ObservationReader):
+    """An opened observation read at ``factor`` times its sample time: float32 averages
+    of ``factor`` samples (remainders dropped), as a DM range of the search averages
+    them; the wrapped reader stays open and owned by its caller."""
+
+    def __init__(self, reader: ObservationReader, factor: int) -> None:
+        self.reader, self.factor = reader, int(factor)
+        self.path = reader.path
+        h = reader.header
+        self.header = dataclasses.replace(h, tsamp=h.tsamp * self.factor, nbits=32,
+                                          nsamples=h.nsamples // self.factor)  # fmt: skip
+
+    def _read(self, start: int, nsamp: int, raw: bool) -> np.ndarray:
+        f = self.factor
+        block = self.reader.read_block(start * f, nsamp * f, raw=True)
+        return decimate_block(block, f, 1)

@@ -8,7 +8,7 @@ stages without Prefect.
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +16,13 @@ import numpy as np
 
 from drafts_ops.core.errors import ParameterError
 from drafts_ops.core.hardware import platform_info
+from drafts_ops.dedisp.ddplan import plan_ranges
 from drafts_ops.dedisp.plan import DMPlan
 from drafts_ops.io import open_observation
 from drafts_ops.io.header import Header
 from drafts_ops.validation import agreement as agr
 from drafts_ops.validation import verdict as vd
-from drafts_ops.validation.config import ValidationConfig
+from drafts_ops.validation.config import DelayFault, ValidationConfig
 from drafts_ops.validation.parity import Localisation, Parity, compare_outputs, locate_differences
 from drafts_ops.validation.plots import file_plots
 from drafts_ops.validation.runner import (
@@ -39,7 +40,11 @@ from drafts_ops.validation.runner import (
 
 @dataclass(frozen=True)
 class FilePlan:
-    """What validating one file involves (small and picklable)."""
+    """What validating one file, or one DM range of it, involves (small and picklable).
+
+    ``header`` is the range's: the file's sample time times ``factor`` (samples averaged
+    as the search averages them in that range), its sample count divided by it.
+    """
 
     file: str
     header: Header
@@ -48,17 +53,48 @@ class FilePlan:
     paths: tuple[str, ...]
     config: ValidationConfig
     work_dir: str
+    factor: int = 1
+    #: Whether this is the file's first (or only) DM range: the one a delay fault breaks.
+    first: bool = True
+    #: Whether the file is validated in several DM ranges (their labels then say which).
+    ranged: bool = False
 
     def dm_plan(self) -> DMPlan:
         return DMPlan.build(np.asarray(self.dms), self.header.chan_freqs, self.header.tsamp)
 
+    @property
+    def fault(self) -> DelayFault | None:
+        """The deliberate delay fault of this range (the first range only)."""
+        return self.config.delay_fault if self.first else None
 
-def plan_file(file: str | Path, config: ValidationConfig, work_dir: str | Path) -> FilePlan:
-    """Read the header, build the DM plan and choose the paths to run."""
-    with open_observation(file) as reader:
-        header = reader.header
+    @property
+    def label(self) -> str:
+        """The file, and its DM range where it has several."""
+        if not self.ranged:
+            return self.file
+        return (f"{self.file} [DM {self.dms[0]:.1f}-{self.dms[-1]:.1f}, "
+                f"{self.factor} sample{'s' if self.factor > 1 else ''} averaged]")  # fmt: skip
+
+
+def file_ranges(header: Header, config: ValidationConfig) -> list[tuple[int, np.ndarray]]:
+    """``(factor, trials)`` of each DM range to validate: the search's ranges
+    (:func:`~drafts_ops.dedisp.ddplan.plan_ranges`) or one plan at the file's resolution
+    (``dm_ranges`` off, or a fixed ``dm_step``)."""
+    if config.dm_ranges and config.dm_step is None:
+        ranges = plan_ranges(config.dm_min, config.dm_max, tsamp=header.tsamp,
+                             fch1=header.fch1, foff=header.foff, nchans=header.nchans,
+                             dm_tol=config.dm_tol)  # fmt: skip
+        return [(r.factor, np.asarray(r.dms)) for r in ranges]
     plan = DMPlan.from_header(header, config.dm_min, config.dm_max, config.dm_step,
                               dm_tol=config.dm_tol)  # fmt: skip
+    return [(1, plan.dms)]
+
+
+def plan_file(file: str | Path, config: ValidationConfig,
+              work_dir: str | Path) -> list[FilePlan]:  # fmt: skip
+    """Read the header, build each DM range's plan and choose the paths to run."""
+    with open_observation(file) as reader:
+        header = reader.header
     registered = production_algorithms(config.backend)
     wanted = config.algorithms if config.algorithms is not None else registered
     unknown = [a for a in wanted if a not in registered]
@@ -67,28 +103,35 @@ def plan_file(file: str | Path, config: ValidationConfig, work_dir: str | Path) 
             f"production algorithm(s) {unknown or '(none)'} not available for backend "
             f"{config.backend!r}; registered: {', '.join(registered) or 'none'}"
         )
-    overlap = overlap_for(plan, config.delay_fault)
+    paths = (BASELINE, *(path_name(a) for a in wanted))
+    ranges = file_ranges(header, config)
     nsamp = header.nsamples if config.max_samples is None else min(config.max_samples,
                                                                    header.nsamples)  # fmt: skip
-    if nsamp <= overlap:
-        raise ParameterError(
-            f"{file}: {nsamp} samples is not more than the maximum dispersion delay "
-            f"{overlap} samples (DM {plan.dms[-1]:g}); lower --dm-max"
-        )
-    work = Path(work_dir) / Path(file).stem
-    paths = (BASELINE, *(path_name(a) for a in wanted))
-    return FilePlan(str(file), header, tuple(float(d) for d in plan.dms), overlap, paths, config,
-                    str(work))  # fmt: skip
+    plans = []
+    for k, (factor, dms) in enumerate(ranges):
+        h = replace(header, tsamp=header.tsamp * factor, nsamples=header.nsamples // factor)
+        plan = DMPlan.build(np.asarray(dms, np.float64), h.chan_freqs, h.tsamp)
+        overlap = overlap_for(plan, config.delay_fault if k == 0 else None)
+        if nsamp // factor <= overlap:
+            raise ParameterError(
+                f"{file}: {nsamp} samples is not more than the maximum dispersion delay "
+                f"{overlap * factor} samples (DM {plan.dms[-1]:g}); lower --dm-max"
+            )
+        work = Path(work_dir) / Path(file).stem / (f"range-{k}" if len(ranges) > 1 else "")
+        plans.append(FilePlan(str(file), h, tuple(float(d) for d in plan.dms), overlap, paths,
+                              config, str(work), factor, k == 0, len(ranges) > 1))  # fmt: skip
+    return plans
 
 
 def run_path(fplan: FilePlan, name: str) -> PathRun:
-    """Stream the file through path ``name``; the DM–time array goes to the work dir."""
+    """Stream the file (its range's averages) through path ``name``; the DM–time array
+    goes to the work dir."""
     cfg = fplan.config
     return stream_path(
         fplan.file, fplan.dm_plan(), name,
         Path(fplan.work_dir) / f"{name.replace('/', '-')}.dmt.npy",
         block_size=cfg.block_size, overlap=fplan.overlap, max_samples=cfg.max_samples,
-        backend=cfg.backend, fault=cfg.delay_fault, repeats=cfg.repeats,
+        backend=cfg.backend, fault=fplan.fault, repeats=cfg.repeats, factor=fplan.factor,
     )  # fmt: skip
 
 
@@ -102,6 +145,8 @@ class FileResult:
     """Everything the report shows for one file (JSON-ready through :meth:`to_dict`)."""
 
     file: str
+    label: str
+    factor: int
     header: dict[str, Any]
     plan: dict[str, Any]
     dms: list[float]
@@ -151,16 +196,18 @@ def evaluate(
     lines: list[vd.VerdictLine] = []
     for p, a in zip(production, agreements, strict=True):
         if vd.is_exact(p):
-            lines += vd.parity_lines(fplan.file, parity[p], probe.get(p), t)
+            lines += vd.parity_lines(fplan.label, parity[p], probe.get(p), t)
         else:
             losses = [b["replica_loss"][p] for b in bursts]
-            lines.append(vd.snr_loss_line(fplan.file, p, losses, t))
-        lines.append(vd.agreement_line(fplan.file, a, t))
+            lines.append(vd.snr_loss_line(fplan.label, p, losses, t))
+        lines.append(vd.agreement_line(fplan.label, a, t))
         if p in locs:
-            lines.append(vd.localisation_line(fplan.file, p, locs[p]))
+            lines.append(vd.localisation_line(fplan.label, p, locs[p]))
     h = fplan.header
     return FileResult(
         file=fplan.file,
+        label=fplan.label,
+        factor=fplan.factor,
         header={
             "nchans": h.nchans,
             "nsamples": h.nsamples,
@@ -196,7 +243,7 @@ def _probe(fplan: FilePlan, plan: DMPlan, exact: list[str], parity: dict[str, Pa
     ref_out = reference(data)[:, :nout]
     probes, locs = {}, {}
     for p in exact:
-        runner = make_runner(p, path_plan(plan, p, cfg.delay_fault), cfg.backend)
+        runner = make_runner(p, path_plan(plan, p, fplan.fault), cfg.backend)
         probes[p] = compare_outputs(p, ref_out, runner(data)[:, :nout], plan,
                                     cfg.thresholds.exact_max_rel_diff)  # fmt: skip
         if probes[p].max_abs_diff > 0 or parity[p].max_rel_diff > cfg.thresholds.exact_max_rel_diff:
@@ -211,7 +258,7 @@ def _bursts(fplan: FilePlan, plan: DMPlan, detections: dict[str, agr.Detection])
     if found is None:
         found = agr.detected_bursts(detections[BASELINE].candidates, t)
     cfg = fplan.config
-    runners = {p: make_runner(p, path_plan(plan, p, cfg.delay_fault), cfg.backend)
+    runners = {p: make_runner(p, path_plan(plan, p, fplan.fault), cfg.backend)
                for p in fplan.paths}  # fmt: skip
     rows, kept = [], []
     for burst in found:
@@ -290,16 +337,19 @@ class ValidationReport:
 
 def validate_file(
     file: str | Path, config: ValidationConfig, work_dir: str | Path, *, plots: bool = True
-) -> FileResult:
-    """Every stage for one file, in sequence (figures unless ``plots=False``)."""
+) -> list[FileResult]:
+    """Every stage for one file, each DM range in sequence (figures unless
+    ``plots=False``)."""
 
-    fplan = plan_file(file, config, work_dir)
-    runs = {p: run_path(fplan, p) for p in fplan.paths}
-    detections = {p: detect(fplan, r) for p, r in runs.items()}
-    result = evaluate(fplan, runs, detections)
-    if plots:
-        result.plots = file_plots(runs, result)
-    return result
+    results = []
+    for fplan in plan_file(file, config, work_dir):
+        runs = {p: run_path(fplan, p) for p in fplan.paths}
+        detections = {p: detect(fplan, r) for p, r in runs.items()}
+        result = evaluate(fplan, runs, detections)
+        if plots:
+            result.plots = file_plots(runs, result)
+        results.append(result)
+    return results
 
 
 def build_report(results: list[FileResult], config: ValidationConfig) -> ValidationReport:
