@@ -159,3 +159,35 @@ def standardised_profile(data, rows, starts, ncols, clip):  # pragma: no cover -
         for j in range(ncols):
             profile[j] += min(max(values[j] * scale, -clip), clip)
     return profile
+
+
+#: Channels :func:`dedispersed_means` reads together (a 64-byte line of 8-bit spectra).
+MEANS_GROUP = 64
+
+
+@nb.njit(parallel=True, fastmath=True, cache=True)
+def dedispersed_means(data, first, delays, factor, offset, weight, out):  # noqa: PLR0917
+    """``out[c, j]`` = the mean of channel ``c``'s normalised samples ``(data[c, t] -
+    offset[c]) * weight[c]`` over ``factor`` samples from ``t = first + delays[c] + j *
+    factor`` (0 outside ``data``): a dedispersed, decimated waterfall read straight from
+    ``data [nchan, nt]`` (any strides), only where each channel's pulse lies. A group of
+    :data:`MEANS_GROUP` channels is read sample by sample together, so that a transposed
+    view of the file's time-major spectra is read a cache line at a time."""
+    nchan, size = out.shape
+    nt = data.shape[1]
+    inv = np.float32(1.0 / factor)
+    for g in nb.prange((nchan + MEANS_GROUP - 1) // MEANS_GROUP):
+        c0 = g * MEANS_GROUP
+        c1 = min(c0 + MEANS_GROUP, nchan)
+        for j in range(size):
+            for c in range(c0, c1):
+                w = np.float32(weight[c])
+                t0 = first + delays[c] + j * factor
+                lo, hi = max(t0, 0), min(t0 + factor, nt)
+                if w == 0 or hi <= lo:
+                    out[c, j] = 0.0
+                    continue
+                acc = np.float32(0.0)
+                for t in range(lo, hi):
+                    acc += np.float32(data[c, t])
+                out[c, j] = (acc - np.float32(hi - lo) * np.float32(offset[c])) * w * inv

@@ -31,6 +31,7 @@ import numpy as np
 from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import delay_table
 from drafts_ops.detect.cutout_kernels import (
+    dedispersed_means,
     normalised_phased_sums,
     rebin_rows_into,
     strided_dedisperse,
@@ -137,7 +138,27 @@ def freq_time_cutout(  # noqa: PLR0917
     chan_mask : ndarray [nchan] of bool, optional
         True for channels to blank (set to zero after normalisation).
     """
-    return _cutouts(data, freqs_mhz, tsamp, dm, sample, width_samples, size, 0, chan_mask)[0]
+    _check(freqs_mhz, tsamp, dm, width_samples, size)
+    data = np.asarray(data)
+    if data.ndim != 2:
+        raise ParameterError(f"cutouts need data [nchan, nt], got shape {data.shape}")
+    freqs = np.asarray(freqs_mhz, dtype=np.float64)
+    factor, nwin, start = _frame(sample, width_samples, size)
+    delays = delay_table(np.array([float(dm)]), freqs, tsamp)[0].astype(np.int64)
+    offset, weight = _channel_scaling(data, start, start + nwin + int(delays.max()), chan_mask)
+    waterfall = np.empty((freqs.size, size), np.float32)
+    dedispersed_means(data, start, delays, factor, offset, weight, waterfall)
+    return _freq_time_image(waterfall, freqs, size)
+
+
+def _freq_time_image(waterfall: np.ndarray, freqs: np.ndarray, size: int) -> np.ndarray:
+    """The waterfall ``[nchan, size]`` rebinned to ``size`` channels, highest frequency
+    first, transposed to ``[size (time), size (frequency)]`` and standardised."""
+    order = np.argsort(-freqs, kind="stable")  # highest frequency first
+    first, weights = _rebin_weights(freqs.size, size)
+    rebinned = np.empty((size, waterfall.shape[1]), np.float32)  # [size freq, size time]
+    rebin_rows_into(waterfall, order, first, weights, rebinned)
+    return _standardise(rebinned.T)
 
 
 def dm_time_cutout(  # noqa: PLR0917
@@ -237,11 +258,7 @@ def _cutouts(  # noqa: PLR0917
         strided_shift(scratch, rows, ft_delays[c0:c1], factor, waterfall[c0:c1])
         if ndm:
             strided_dedisperse(scratch, rows, dt_delays[:, c0:c1], factor, dm_time)
-    order = np.argsort(-freqs, kind="stable")  # highest frequency first
-    first, weights = _rebin_weights(nchan, size)
-    rebinned = np.empty((size, waterfall.shape[1]), np.float32)  # [size freq, size time]
-    rebin_rows_into(waterfall, order, first, weights, rebinned)
-    return _standardise(rebinned.T), (_standardise(dm_time) if ndm else None)
+    return _freq_time_image(waterfall, freqs, size), (_standardise(dm_time) if ndm else None)
 
 
 def _chunks(lengths: np.ndarray, capacity: int) -> list[tuple[int, int]]:
