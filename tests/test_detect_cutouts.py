@@ -163,3 +163,20 @@ def test_frequency_rebinning_averages_by_overlap(nchan):
     out = np.empty((256, 256), np.float32)
     rebin_rows_into(data, order, *_rebin_weights(nchan, 256), out)
     np.testing.assert_allclose(out, dense @ data[order].astype(np.float64), atol=1e-5)
+
+
+@pytest.mark.parametrize(("sample", "width"), [(600, 1), (1000, 8), (40, 4), (1990, 16)])
+def test_the_waterfall_read_at_each_pulse_equals_the_phased_one(rng, sample, width):
+    """``freq_time_cutout`` reads each channel only where its pulse lies (the merge's
+    measurements); it equals the waterfall summed from the window's start in phase-major
+    order (the cutout pair's path, with one DM row), on channel-major data and on a
+    transposed view of time-major spectra, at the file's edges too."""
+    from drafts_ops.detect.cutouts import _cutouts
+
+    data = np.clip(_dispersed_pulse(rng, 150.0, sample, width) * 20 + 128, 0, 255).astype(np.uint8)
+    mask = np.zeros(FREQS.size, bool)
+    mask[[5, 40]] = True
+    for view in (data, np.ascontiguousarray(data.T).T):
+        phased, _ = _cutouts(view, FREQS, TSAMP, 150.0, sample, width, 256, 0, mask)
+        alone = freq_time_cutout(view, FREQS, TSAMP, 150.0, sample, width, chan_mask=mask)
+        np.testing.assert_allclose(alone, phased, atol=1e-5)
