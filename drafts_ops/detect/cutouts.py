@@ -138,11 +138,7 @@ def freq_time_cutout(  # noqa: PLR0917
     chan_mask : ndarray [nchan] of bool, optional
         True for channels to blank (set to zero after normalisation).
     """
-    _check(freqs_mhz, tsamp, dm, width_samples, size)
-    data = np.asarray(data)
-    if data.ndim != 2:
-        raise ParameterError(f"cutouts need data [nchan, nt], got shape {data.shape}")
-    freqs = np.asarray(freqs_mhz, dtype=np.float64)
+    data, freqs = _checked(data, freqs_mhz, tsamp, dm, width_samples, size)
     factor, nwin, start = _frame(sample, width_samples, size)
     delays = delay_table(np.array([float(dm)]), freqs, tsamp)[0].astype(np.int64)
     offset, weight = _channel_scaling(data, start, start + nwin + int(delays.max()), chan_mask)
@@ -223,11 +219,7 @@ def _cutouts(  # noqa: PLR0917
     averaged over ``factor`` samples, exactly, at a ``factor``-th of the cost and without a
     float copy of the whole window.
     """
-    _check(freqs_mhz, tsamp, dm, width_samples, size)
-    data = np.asarray(data)
-    if data.ndim != 2:
-        raise ParameterError(f"cutouts need data [nchan, nt], got shape {data.shape}")
-    freqs = np.asarray(freqs_mhz, dtype=np.float64)
+    data, freqs = _checked(data, freqs_mhz, tsamp, dm, width_samples, size)
     factor, nwin, start = _frame(sample, width_samples, size)
     ft_delays = delay_table(np.array([float(dm)]), freqs, tsamp)[0]
     dm_rows = np.linspace(0.0, 2.0 * float(dm), ndm) if ndm else np.array([float(dm)])
@@ -279,6 +271,16 @@ def _frame(sample: int, width_samples: int, size: int) -> tuple[int, int, int]:
     factor = time_decimation_factor(width_samples)
     nwin = size * factor
     return factor, nwin, int(sample) - nwin // 2
+
+
+def _checked(data, freqs_mhz, tsamp: float, dm: float, width_samples: int,  # noqa: PLR0917
+             size: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``(data, freqs)`` as arrays, the arguments of a cutout checked."""
+    _check(freqs_mhz, tsamp, dm, width_samples, size)
+    data = np.asarray(data)
+    if data.ndim != 2:
+        raise ParameterError(f"cutouts need data [nchan, nt], got shape {data.shape}")
+    return data, np.asarray(freqs_mhz, dtype=np.float64)
 
 
 def _check(freqs_mhz, tsamp: float, dm: float, width_samples: int, size: int) -> None:
