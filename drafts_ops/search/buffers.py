@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from drafts_ops.dedisp.workspace import default_pool
+from drafts_ops.detect.single_pulse import Giants
 
 if TYPE_CHECKING:
     from drafts_ops.search.plan import BlockRange
@@ -43,3 +47,17 @@ class BlockBuffers:
             buf = np.empty(shape, dtype)
             setattr(self, name, buf)
         return buf
+
+
+def save_segment(parts: list[Giants], buffers: BlockBuffers, indices: Sequence[int],
+                 work_dir: str | Path) -> Path:  # fmt: skip
+    """End of a streaming pass over blocks ``indices``: the operator's scratch released,
+    how often each channel was masked (for the report) and the giants saved in
+    ``work_dir``; the giants' ``.npz`` path."""
+    default_pool.clear()  # the operator's scratch is not needed after the pass
+    span = f"{indices[0]:05d}-{indices[-1]:05d}"
+    if buffers.masked is not None:
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+        np.save(Path(work_dir) / f"masked_{span}.npy",
+                np.append(buffers.masked, buffers.blocks))  # fmt: skip
+    return Giants.concatenate(parts).save(Path(work_dir) / f"giants_{span}.npz")

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 
 from drafts_ops.core.errors import ParameterError
-from drafts_ops.dedisp.workspace import default_pool
 from drafts_ops.detect.preprocess import (
     NORM_CHUNK,
     decimate_mask,
@@ -27,14 +26,14 @@ from drafts_ops.detect.preprocess import (
     quantised_levels,
     static_mask,
 )
-from drafts_ops.detect.preprocess_kernels import decimate_spectra_sums_into
+from drafts_ops.detect.preprocess_kernels import sum_spectra_rows_into
 from drafts_ops.detect.single_pulse import Giants, giants_above
 from drafts_ops.io import open_observation
 from drafts_ops.io.reader import ObservationReader
 from drafts_ops.io.transpose import transpose_into
 from drafts_ops.search import dedispersion
 from drafts_ops.search.blocks import BlockRange
-from drafts_ops.search.buffers import BlockBuffers
+from drafts_ops.search.buffers import BlockBuffers, save_segment
 from drafts_ops.search.config import PathLike
 from drafts_ops.search.dedispersion import boxcar_widths_for, search_rows_into
 from drafts_ops.search.plan import SearchPlan
@@ -67,13 +66,7 @@ def search_range_segment(
             reader.release(block.stop * rng.factor)
             if on_block is not None:
                 on_block(i)
-    default_pool.clear()  # the operator's scratch is not needed after the pass
-    span = f"{indices[0]:05d}-{indices[-1]:05d}"
-    if buffers.masked is not None:  # for the report: how often each channel was masked
-        Path(work_dir).mkdir(parents=True, exist_ok=True)
-        np.save(Path(work_dir) / f"masked_{span}.npy",
-                np.append(buffers.masked, buffers.blocks))  # fmt: skip
-    return Giants.concatenate(parts).save(Path(work_dir) / f"giants_{span}.npz")
+    return save_segment(parts, buffers, indices, work_dir)
 
 
 def read_levels(
@@ -145,6 +138,7 @@ def _read_piece(
     a, b = span
     if plan.raw_header.nbits <= 8 and factor <= 257:
         piece = buffers.get("piece", (plan.raw_header.nchans, NORM_CHUNK), np.uint16)
+        every_sample = np.full(piece.shape[0], np.iinfo(np.int64).max, np.int64)
         step = max(1, TRANSPOSE_CHUNK // factor)
         n = 0
         for c0 in range(a, b, step):
@@ -153,7 +147,7 @@ def _read_piece(
             if spectra is None:
                 break
             got = spectra.shape[0] // factor
-            decimate_spectra_sums_into(spectra, factor, piece[:, n : n + got])
+            sum_spectra_rows_into(spectra, factor, piece[:, : n + got], n, every_sample)
             reader.release((c0 + want) * factor)
             n += got
             if got < want:

@@ -112,7 +112,15 @@ def read_searched(
         out = np.empty(shape, np.float32)
     elif out.dtype != np.float32 or out.shape[0] != shape[0] or out.shape[1] < shape[1]:
         raise ParameterError(f"read_searched: out {out.shape} {out.dtype} cannot hold {shape}")
-    out = out[:, : shape[1]]
+    return _averages_into(reader, raw, tf, ff, start, out[:, : shape[1]])
+
+
+def _averages_into(reader, raw, tf: int, ff: int, start: int, out: np.ndarray) -> np.ndarray:  # noqa: PLR0917
+    """Float32 averages of ``tf`` samples x ``ff`` channels of the file (header ``raw``)
+    into ``out [nchan // ff, n]`` for averaged samples ``[start, start + n)``, a chunk of
+    about :data:`DECIMATION_CHUNK_BYTES` at a time, each chunk's pages dropped after it;
+    a view of ``out`` as far as the file goes."""
+    stop = start + out.shape[1]
     per_sample = raw.nchans * max(raw.nbits, 8) // 8 * tf
     step = max(1, DECIMATION_CHUNK_BYTES // per_sample)
     for a in range(start, stop, step):
@@ -272,27 +280,10 @@ def read_averaged(reader, plan: SearchPlan, start: int, stop: int, factor: int) 
     """Float32 averages of ``factor`` searched samples, ``[nchan, n]`` for coarse samples
     ``[start, stop)`` (a DM range's resolution), read and averaged a chunk of about
     :data:`DECIMATION_CHUNK_BYTES` at a time, each chunk's file pages dropped after it."""
-    raw = plan.raw_header
-    tf = plan.config.time_decimation * factor
-    ff = plan.config.freq_decimation
-    out = np.empty((raw.nchans // ff, max(stop - start, 0)), np.float32)
-    per_sample = raw.nchans * max(raw.nbits, 8) // 8 * tf
-    step = max(1, DECIMATION_CHUNK_BYTES // per_sample)
-    for a in range(start, stop, step):
-        b = min(a + step, stop)
-        spectra = reader.read_spectra(a * tf, (b - a) * tf)
-        if spectra is not None:
-            n = spectra.shape[0] // tf
-            decimate_spectra_into(spectra, tf, ff, out[:, a - start : a - start + n])
-        else:
-            chunk = reader.read_block(a * tf, (b - a) * tf, raw=True)
-            n = chunk.shape[1] // tf
-            if n:
-                out[:, a - start : a - start + n] = decimate_block(chunk[:, : n * tf], tf, ff)
-        reader.release(b * tf)
-        if n < b - a:
-            return out[:, : a - start + n]
-    return out
+    raw, cfg = plan.raw_header, plan.config
+    out = np.empty((raw.nchans // cfg.freq_decimation, max(stop - start, 0)), np.float32)
+    return _averages_into(reader, raw, cfg.time_decimation * factor, cfg.freq_decimation,
+                          start, out)  # fmt: skip
 
 
 #: Most samples :func:`read_window_sums` adds into one uint16 sum exactly (255 * 257).

@@ -10,7 +10,6 @@ import numpy as np
 
 from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp.plan import DMPlan
-from drafts_ops.dedisp.workspace import default_pool
 from drafts_ops.detect.preprocess import (
     decimate_mask,
     prepare_block,
@@ -23,7 +22,7 @@ from drafts_ops.io import open_observation
 from drafts_ops.io.reader import ObservationReader
 from drafts_ops.ml.inference import pool_dm_rows
 from drafts_ops.search import dedispersion, samples
-from drafts_ops.search.buffers import BlockBuffers
+from drafts_ops.search.buffers import BlockBuffers, save_segment
 from drafts_ops.search.config import PathLike, SearchConfig
 from drafts_ops.search.dedispersion import boxcar_search
 from drafts_ops.search.neural import detector_giants, shipped_detector
@@ -94,14 +93,7 @@ def search_segment(
             if on_block is not None:
                 on_block(i)
 
-    default_pool.clear()  # the operator's scratch is not needed after the pass
-    span = f"{indices[0]:05d}-{indices[-1]:05d}"
-    if buffers.masked is not None:  # for the report: how often each channel was masked
-        Path(work_dir).mkdir(parents=True, exist_ok=True)
-        np.save(Path(work_dir) / f"masked_{span}.npy",
-                np.append(buffers.masked, buffers.blocks))  # fmt: skip
-    name = f"giants_{span}.npz"
-    return Giants.concatenate(parts).save(Path(work_dir) / name)
+    return save_segment(parts, buffers, indices, work_dir)
 
 
 def _prefetch_block(reader: ObservationReader, plan: SearchPlan, block: BlockRange) -> None:
