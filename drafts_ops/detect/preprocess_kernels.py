@@ -190,14 +190,34 @@ def averages_to_sums_into(averages, factor, out):  # pragma: no cover - compiled
 
 
 @nb.njit(parallel=True, cache=True)
+def decimate_spectra_sums_into(spectra, tfac, out):  # pragma: no cover - compiled
+    """``out[c, t]`` = sum of ``spectra[t*tfac:(t+1)*tfac, c]`` (uint16): the time-major
+    8-bit spectra of the file transposed and summed over ``tfac`` samples in one pass;
+    exact for ``tfac <= 257``. ``out.shape`` is ``(nchan, n // tfac)``. Sums of a tile of
+    samples gather in a small time-major buffer, then go out a channel row at a time."""
+    nc, nt = out.shape
+    tile = 64
+    for k in nb.prange((nt + tile - 1) // tile):
+        t0 = k * tile
+        t1 = min(t0 + tile, nt)
+        acc = np.zeros((tile, nc), np.uint16)
+        for t in range(t0, t1):
+            row_acc = acc[t - t0]
+            for i in range(t * tfac, t * tfac + tfac):  # whole spectra: contiguous, SIMD
+                row = spectra[i]
+                for c in range(nc):
+                    row_acc[c] += np.uint16(row[c])
+        for c in range(nc):  # a channel's tile of sums: contiguous writes
+            for t in range(t0, t1):
+                out[c, t] = acc[t - t0, c]
+
+
+@nb.njit(parallel=True, cache=True)
 def sum_spectra_rows_into(spectra, tfac, out, t_first, stops):  # pragma: no cover - compiled
     """``out[c, t_first + t]`` = sum of ``spectra[t*tfac:(t+1)*tfac, c]`` (uint16) where
-    ``t_first + t < stops[c]``: the time-major 8-bit spectra of the file transposed and
-    summed over ``tfac`` samples in one pass (exact for ``tfac <= 257``), each tile of
-    samples only over the channels that still need it (the high channels of a dispersed
-    window stop early; stops past ``out``'s end: every channel, as a DM range reads its
-    blocks). Sums of a tile gather in a small time-major buffer, then go out a channel
-    row at a time. ``out`` keeps its values past each channel's stop."""
+    ``t_first + t < stops[c]``: :func:`decimate_spectra_sums_into` for a dispersed window,
+    each tile of samples summed only over the channels that still need it (the high
+    channels of a window stop early). ``out`` keeps its values past each channel's stop."""
     nc = out.shape[0]
     nt = min(spectra.shape[0] // tfac, out.shape[1] - t_first)
     tile = 64

@@ -26,7 +26,7 @@ from drafts_ops.detect.preprocess import (
     quantised_levels,
     static_mask,
 )
-from drafts_ops.detect.preprocess_kernels import sum_spectra_rows_into
+from drafts_ops.detect.preprocess_kernels import decimate_spectra_sums_into
 from drafts_ops.detect.single_pulse import Giants, giants_above
 from drafts_ops.io import open_observation
 from drafts_ops.io.reader import ObservationReader
@@ -138,7 +138,6 @@ def _read_piece(
     a, b = span
     if plan.raw_header.nbits <= 8 and factor <= 257:
         piece = buffers.get("piece", (plan.raw_header.nchans, NORM_CHUNK), np.uint16)
-        every_sample = np.full(piece.shape[0], np.iinfo(np.int64).max, np.int64)
         step = max(1, TRANSPOSE_CHUNK // factor)
         n = 0
         for c0 in range(a, b, step):
@@ -147,7 +146,7 @@ def _read_piece(
             if spectra is None:
                 break
             got = spectra.shape[0] // factor
-            sum_spectra_rows_into(spectra, factor, piece[:, : n + got], n, every_sample)
+            decimate_spectra_sums_into(spectra, factor, piece[:, n : n + got])
             reader.release((c0 + want) * factor)
             n += got
             if got < want:
