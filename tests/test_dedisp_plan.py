@@ -14,6 +14,7 @@ from drafts_ops.dedisp.plan import (
     decimation_factors,
     dispersion_delay_s,
     fixed_step_dm_trials,
+    max_delays,
     smearing_s,
     tolerance_dm_trials,
 )
@@ -44,6 +45,21 @@ def test_gbt_delay_table_by_hand():
     assert delays[1, 0] == 0
     assert plan.max_delay == 494
     assert np.all(np.diff(delays[1]) >= 0)  # descending frequency: growing delay
+
+
+@pytest.mark.parametrize("ascending", [False, True])
+def test_delay_table_is_the_rounded_formula_and_max_delays_its_largest_column(ascending):
+    """The compiled table holds the rounded delays of ``dispersion_delay_s`` exactly
+    (plans, sub-band rows and cutouts all rest on these integers), on a FAST raw band
+    whose 3000 trials put many delays near half a sample."""
+    freqs = 1500.0 - np.arange(4096) * (500.0 / 4096)
+    freqs = freqs[::-1].copy() if ascending else freqs
+    dms = np.linspace(0.0, 3000.0, 3001)
+    for tsamp in (49.152e-6, 4 * 49.152e-6):
+        seconds = dispersion_delay_s(dms[:, None], freqs[None, :], float(freqs.max()))
+        table = DMPlan.build(dms, freqs, tsamp).delays
+        np.testing.assert_array_equal(table, np.rint(seconds / tsamp).astype(np.int32))
+        np.testing.assert_array_equal(max_delays(dms, freqs, tsamp), table.max(axis=1))
 
 
 def test_ascending_band_mirrors_descending():

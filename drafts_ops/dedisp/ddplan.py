@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numba as nb
 import numpy as np
 
 from drafts_ops.core.errors import ParameterError
@@ -166,30 +167,52 @@ def dedispersed_snr_loss(
 def _band_snr(delay: np.ndarray, width: np.ndarray, factor: int, phase: float,
               oversample: int) -> float:  # fmt: skip
     """Best boxcar S/N of the band-summed dedispersed pulse binned by ``factor``."""
-    residual = delay - factor * np.rint(delay / factor)  # applied shift: whole bins
-    lo = residual - width / 2.0 + phase
-    hi = residual + width / 2.0 + phase
+    return float(_band_snr_kernel(delay, width, int(factor), float(phase), int(oversample)))
+
+
+@nb.njit(cache=True)
+def _band_snr_kernel(delay, width, factor, phase, oversample):  # pragma: no cover - compiled
+    """:func:`_band_snr` compiled (the plan evaluates it a few thousand times: 75 us each
+    in numpy on 4096 channels): each channel's top-hat of unit fluence as a +/- step on a
+    grid of ``oversample`` steps per sample, integrated, summed into bins of ``factor``
+    samples, then the best boxcar of 1-64 bins."""
+    nchan = delay.size
+    lo = np.empty(nchan)
+    hi = np.empty(nchan)
+    for c in range(nchan):
+        residual = delay[c] - factor * np.rint(delay[c] / factor)  # applied shift: whole bins
+        lo[c] = residual - width[c] / 2.0 + phase
+        hi[c] = residual + width[c] / 2.0 + phase
     start = math.floor(lo.min()) - factor
     stop = math.ceil(hi.max()) + 2 * factor
     n = (stop - start) * oversample
     step = 1.0 / oversample
-    i0 = np.clip(np.ceil((lo - start) * oversample - 0.5).astype(np.int64), 0, n)
-    i1 = np.clip(np.ceil((hi - start) * oversample - 0.5).astype(np.int64), 0, n)
-    edges = np.zeros(n + 1)  # each channel's top-hat as +/- steps, unit fluence
-    np.add.at(edges, i0, step / width)
-    np.add.at(edges, i1, -step / width)
-    profile = np.cumsum(edges[:-1])
-    per_sample = profile.reshape(-1, oversample).sum(axis=1)
-    nbins = per_sample.size // factor
-    bins = per_sample[: nbins * factor].reshape(nbins, factor).sum(axis=1)
-    return _best_boxcar_snr(bins / math.sqrt(delay.size * factor))
+    edges = np.zeros(n + 1)
+    for c in range(nchan):
+        i0 = min(max(math.ceil((lo[c] - start) * oversample - 0.5), 0), n)
+        i1 = min(max(math.ceil((hi[c] - start) * oversample - 0.5), 0), n)
+        edges[i0] += step / width[c]
+        edges[i1] -= step / width[c]
+    nbins = (n // oversample) // factor
+    bins = np.zeros(nbins)
+    level = 0.0
+    for i in range(nbins * factor * oversample):
+        level += edges[i]
+        bins[i // (factor * oversample)] += level
+    return _best_boxcar_snr(bins / math.sqrt(nchan * factor))
 
 
-def _best_boxcar_snr(series: np.ndarray) -> float:
+@nb.njit(cache=True)
+def _best_boxcar_snr(series):  # pragma: no cover - compiled
     """Best boxcar S/N of a noise-free series with unit noise per bin (1-64 bins)."""
-    cumulative = np.r_[0.0, np.cumsum(series)]
+    n = series.size
+    cumulative = np.zeros(n + 1)
+    for i in range(n):
+        cumulative[i + 1] = cumulative[i] + series[i]
     best = 0.0
-    for w in range(1, min(64, series.size) + 1):
-        sums = cumulative[w:] - cumulative[:-w]
-        best = max(best, float(sums.max()) / math.sqrt(w))
+    for w in range(1, min(64, n) + 1):
+        top = -np.inf
+        for t in range(n - w + 1):
+            top = max(top, cumulative[t + w] - cumulative[t])
+        best = max(best, top / math.sqrt(w))
     return best

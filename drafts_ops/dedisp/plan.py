@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numba as nb
 import numpy as np
 
 from drafts_ops.core.errors import ParameterError
@@ -100,10 +101,40 @@ def _check_dm_range(dm_min: float, dm_max: float) -> None:
 
 
 def delay_table(dms: np.ndarray, freqs_mhz: np.ndarray, tsamp: float) -> np.ndarray:
-    """Integer delays (samples, rounded) ``[ndm, nchan]`` relative to the top of the band."""
+    """Integer delays (samples, rounded) ``[ndm, nchan]`` relative to the top of the band.
+
+    The values of :func:`dispersion_delay_s` over ``tsamp``, rounded, computed in one
+    parallel pass (numpy's four passes over ``[ndm, nchan]`` float64 temporaries took
+    0.37 s for a FAST raw range of 3114 trials x 4096 channels; the same operations in the
+    same order, so the same integers).
+    """
     freqs = np.asarray(freqs_mhz, dtype=np.float64)
-    seconds = dispersion_delay_s(np.asarray(dms)[:, None], freqs[None, :], float(freqs.max()))
-    return np.rint(seconds / tsamp).astype(np.int32)
+    scaled_dms = DISPERSION_CONSTANT * np.asarray(dms, dtype=np.float64).reshape(-1)
+    return _delay_table_kernel(scaled_dms, _inverse_square_span(freqs), float(tsamp))
+
+
+def max_delays(dms: np.ndarray, freqs_mhz: np.ndarray, tsamp: float) -> np.ndarray:
+    """Each trial's largest integer delay (samples): :func:`delay_table`'s column of the
+    lowest frequency, without the rest of the table."""
+    freqs = np.asarray(freqs_mhz, dtype=np.float64)
+    lowest = _inverse_square_span(freqs)[int(np.argmin(freqs))]
+    scaled_dms = DISPERSION_CONSTANT * np.asarray(dms, dtype=np.float64).reshape(-1)
+    return np.rint(scaled_dms * lowest / tsamp).astype(np.int32)
+
+
+def _inverse_square_span(freqs: np.ndarray) -> np.ndarray:
+    """``f^-2 - f_ref^-2`` per channel (MHz^-2), ``f_ref`` the highest frequency."""
+    return freqs**-2 - float(freqs.max()) ** -2
+
+
+@nb.njit(parallel=True, cache=True)
+def _delay_table_kernel(scaled_dms, span, tsamp):  # pragma: no cover - compiled
+    """``rint(scaled_dms[d] * span[c] / tsamp)`` as int32 ``[ndm, nchan]``."""
+    out = np.empty((scaled_dms.size, span.size), np.int32)
+    for d in nb.prange(scaled_dms.size):
+        for c in range(span.size):
+            out[d, c] = np.int32(np.rint(scaled_dms[d] * span[c] / tsamp))
+    return out
 
 
 def decimation_factors(

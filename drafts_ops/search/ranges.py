@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from drafts_ops.dedisp.ddplan import dedispersed_snr_loss, plan_ranges
-from drafts_ops.dedisp.plan import DMPlan
+from drafts_ops.dedisp.plan import DMPlan, max_delays
 from drafts_ops.detect.preprocess import NORM_CHUNK
 from drafts_ops.io.blocks import block_spans
 from drafts_ops.io.header import Header
@@ -165,12 +165,12 @@ def plan_range_blocks(
     ranges, blocks, notes, offset = [], [], [], 0
     for factor, trials in search_ranges(header, config):
         coarse = header.replace(tsamp=header.tsamp * factor, nsamples=header.nsamples // factor)
-        plan = DMPlan.build(trials, coarse.chan_freqs, coarse.tsamp)
-        fits = plan.delays.max(axis=1) <= coarse.nsamples - 256
+        longest = max_delays(trials, coarse.chan_freqs, coarse.tsamp)
+        fits = longest <= coarse.nsamples - 256
         if not fits.any():
             continue
         dms = trials[: int(np.flatnonzero(fits)[-1]) + 1]
-        max_delay = int(plan.delays[: dms.size].max())
+        max_delay = int(longest[: dms.size].max())
         lo, hi = first // factor, min(-(-last // factor), coarse.nsamples)  # range samples
         size, chunk = range_block_size(raw, header, factor, ntrials=dms.size,
                                        max_delay=max_delay, budget_mib=config.memory_budget_mib,
