@@ -104,9 +104,9 @@ def delay_table(dms: np.ndarray, freqs_mhz: np.ndarray, tsamp: float) -> np.ndar
     """Integer delays (samples, rounded) ``[ndm, nchan]`` relative to the top of the band.
 
     The values of :func:`dispersion_delay_s` over ``tsamp``, rounded, computed in one
-    parallel pass (numpy's four passes over ``[ndm, nchan]`` float64 temporaries took
-    0.37 s for a FAST raw range of 3114 trials x 4096 channels; the same operations in the
-    same order, so the same integers).
+    parallel pass with the same operations in the same order, so the same integers
+    (numpy's four passes over ``[ndm, nchan]`` float64 temporaries: 0.15 s for FAST raw's
+    5326 trials x 4096 channels, against 0.04 s).
     """
     freqs = np.asarray(freqs_mhz, dtype=np.float64)
     scaled_dms = DISPERSION_CONSTANT * np.asarray(dms, dtype=np.float64).reshape(-1)
