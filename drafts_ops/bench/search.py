@@ -28,7 +28,6 @@ from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp import dedisperse
 from drafts_ops.detect.preprocess import prepare_block, quantised_levels
 from drafts_ops.detect.writers import read_csv
-from drafts_ops.simulate import RFISpec, SimulationConfig, random_bursts, write_simulation
 from drafts_ops.simulate.bands import survey_band
 from drafts_ops.simulate.truth import read_truth, truth_path
 
@@ -66,6 +65,7 @@ class SearchBenchConfig:
 
     def simulation(self):
         """The :class:`~drafts_ops.simulate.SimulationConfig` of this observation."""
+        from drafts_ops.simulate import RFISpec, SimulationConfig, random_bursts
 
         band = {"nchans": self.nchans, "fch1": self.fch1, "foff": self.foff,
                 "tsamp": self.tsamp, "duration_s": self.duration_s}  # fmt: skip
@@ -158,6 +158,7 @@ class RunFigures:
 
 def observation_file(config: SearchBenchConfig, data_dir: Path) -> Path:
     """The simulated observation of ``config`` in ``data_dir`` (written on first use)."""
+    from drafts_ops.simulate import write_simulation
 
     path = Path(data_dir) / config.file_name()
     if not path.exists():
