@@ -109,17 +109,20 @@ def delay_table(dms: np.ndarray, freqs_mhz: np.ndarray, tsamp: float) -> np.ndar
     5326 trials x 4096 channels, against 0.04 s).
     """
     freqs = np.asarray(freqs_mhz, dtype=np.float64)
-    scaled_dms = DISPERSION_CONSTANT * np.asarray(dms, dtype=np.float64).reshape(-1)
-    return _delay_table_kernel(scaled_dms, _inverse_square_span(freqs), float(tsamp))
+    return _delay_table_kernel(_scaled_dms(dms), _inverse_square_span(freqs), float(tsamp))
 
 
 def max_delays(dms: np.ndarray, freqs_mhz: np.ndarray, tsamp: float) -> np.ndarray:
     """Each trial's largest integer delay (samples): :func:`delay_table`'s column of the
     lowest frequency, without the rest of the table."""
     freqs = np.asarray(freqs_mhz, dtype=np.float64)
-    lowest = _inverse_square_span(freqs)[int(np.argmin(freqs))]
-    scaled_dms = DISPERSION_CONSTANT * np.asarray(dms, dtype=np.float64).reshape(-1)
-    return np.rint(scaled_dms * lowest / tsamp).astype(np.int32)
+    lowest = _inverse_square_span(freqs)[[int(np.argmin(freqs))]]
+    return _delay_table_kernel(_scaled_dms(dms), lowest, float(tsamp))[:, 0]
+
+
+def _scaled_dms(dms) -> np.ndarray:
+    """``K * DM`` per trial (s MHz^2), flat."""
+    return DISPERSION_CONSTANT * np.asarray(dms, dtype=np.float64).reshape(-1)
 
 
 def _inverse_square_span(freqs: np.ndarray) -> np.ndarray:
