@@ -11,6 +11,7 @@ Tasks pass file paths and a small picklable plan, never data arrays. The perf lo
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from prefect.context import get_run_context
 from drafts_ops import search
 from drafts_ops.core.perf import PerfReport
 from drafts_ops.search.config import SearchOptions
+from drafts_ops.search.plan import SearchPlan
 from flows.deploy import check_run_paths
 from flows.runners import default_task_runner, runner_name, submit_bounded
 
@@ -69,25 +71,64 @@ class PrefectStages:
                                   "".join(f"; {note}" for note in result.notes))  # fmt: skip
         return result
 
-    def map(self, name: str, fn: Callable[..., Any], items: Sequence[Any], *args: Any) -> list:
-        segment = _stage_task(name, fn).with_options(task_run_name=f"{name}-{{block_indices}}")
-        bar = None
-        if self.progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(items), desc=Path(str(args[0])).name, unit="segment",
-                       leave=False)  # fmt: skip
-        results: dict[int, Any] = {}
-        submitted = submit_bounded(
-            lambda i: segment.submit(items[i], *args), range(len(items)), self.max_workers
+    def search_blocks(
+        self, parts: Sequence[tuple[int, ...]], plan: SearchPlan, work_dir: str
+    ) -> list[Path]:
+        segment = _stage_task("dedisperse_detect", search.search_segment).with_options(
+            task_run_name="dedisperse_detect-{block_indices}"
         )
-        for index, future in submitted:
-            results[index] = future.result()
-            if bar is not None:
-                bar.update()
-        if bar is not None:
-            bar.close()
-        return [results[i] for i in range(len(items))]
+        progress = (
+            BlockProgress(Path(plan.path).name, plan.block_shares()) if self.progress else None
+        )
+        # a thread of this process reports each block; a Dask worker cannot reach the bar
+        on_block = progress.block_done if progress and "Dask" not in self.name else None
+        results: dict[int, Path] = {}
+        submitted = submit_bounded(
+            lambda i: segment.submit(parts[i], plan.path, plan, work_dir, on_block=on_block),
+            range(len(parts)),
+            self.max_workers,
+        )
+        try:
+            for index, future in submitted:
+                results[index] = future.result()
+                if progress is not None:
+                    progress.segment_done(parts[index])
+        finally:
+            if progress is not None:
+                progress.close()
+        return [results[i] for i in range(len(parts))]
+
+
+class BlockProgress:
+    """A progress bar over a search's streaming pass, in per cent of its work: each block
+    advances it by its share (:meth:`SearchPlan.block_shares`), so the time left holds
+    though a block of the full-resolution DM range costs many of a coarse range's. A
+    block is counted once (a retried segment reports its blocks again)."""
+
+    def __init__(self, name: str, shares: Sequence[float]) -> None:
+        from tqdm import tqdm
+
+        self.shares = list(shares)
+        self.counted: set[int] = set()
+        self._lock = threading.Lock()
+        self.bar = tqdm(total=100.0, desc=name, unit="%", leave=False,
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| "
+                                   "[{elapsed}<{remaining}]")  # fmt: skip
+
+    def block_done(self, index: int) -> None:
+        """Block ``index`` is searched (called from the thread that searched it)."""
+        with self._lock:
+            if index not in self.counted:
+                self.counted.add(index)
+                self.bar.update(100.0 * self.shares[index])
+
+    def segment_done(self, indices: Sequence[int]) -> None:
+        """A segment's blocks are all searched (those not yet reported count now)."""
+        for index in indices:
+            self.block_done(int(index))
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def artifact_key(prefix: str, path: str | Path, *parts: str) -> str:

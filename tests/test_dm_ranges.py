@@ -14,6 +14,7 @@ from drafts_ops.dedisp.plan import DMPlan, smearing_s, tolerance_dm_trials
 from drafts_ops.io.header import Header
 from drafts_ops.search import SearchConfig, plan_search, run_search
 from drafts_ops.search.ranges import MIN_OVERLAP_RATIO, RANGE_RESERVE_MIB, range_block_size
+from tests._io_util import sigproc_bytes, valid_fields, write_bytes
 
 #: The survey bands' headers: FAST raw, FAST-like, GBT-like.
 BANDS = {
@@ -114,6 +115,26 @@ def test_blocks_are_several_times_their_overlap_and_fit_the_budget():
         assert 1 <= chunk <= plan.ndm
         chunks.append(chunk)
     assert chunks[1] < chunks[0]  # less memory: the same blocks, fewer trials at a time
+
+
+def test_block_shares_weigh_blocks_by_trials_and_samples(tmp_path):
+    """Progress advances by each block's work: its range's trials times the samples it
+    reads at the range's resolution; a full-resolution block outweighs a coarse one."""
+    band = BANDS["fast"]  # 60 s of FAST-like data, a sparse file: only the header is read
+    fields = valid_fields(nchans=band["nchans"], fch1=band["fch1"], foff=band["foff"],
+                          tsamp=band["tsamp"])  # fmt: skip
+    path = write_bytes(tmp_path / "fast.fil", sigproc_bytes(fields))
+    with path.open("r+b") as fh:
+        fh.truncate(path.stat().st_size + band["nchans"] * 305_176)
+    plan = plan_search(path, SearchConfig())
+    shares = plan.block_shares()
+    assert len(plan.ranges) > 1 and len(shares) == len(plan.blocks)
+    assert sum(shares) == pytest.approx(1.0)
+    work = [plan.ranges[b.range_index].ntrials * b.read_len for b in plan.blocks]
+    assert shares == pytest.approx([w / sum(work) for w in work])
+    by_range = [[s for s, b in zip(shares, plan.blocks, strict=True) if b.range_index == r]
+                for r in (0, len(plan.ranges) - 1)]  # fmt: skip
+    assert min(by_range[0]) > max(by_range[1])
 
 
 def test_decimated_ranges_find_bursts_at_their_edges(tmp_path):

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import csv
 import json
+import threading
 from pathlib import Path
 
 import pytest
 
+import flows.search
 from drafts_ops.core.perf import SCHEMA, read_perf
 from drafts_ops.core.resources import resource_path
 from drafts_ops.detect.writers import read_csv
 from drafts_ops.search import STAGES
 from drafts_ops.search.config import SearchOptions
-from flows.search import artifact_key, search_flow
+from flows.search import BlockProgress, artifact_key, search_flow
 
 #: The demo search: DM 0..1000 in blocks of 4096 samples; brute force in both modes, so
 #: that their candidates must agree exactly.
@@ -149,3 +151,33 @@ def test_mask_channels_on_the_command_line(tmp_path) -> None:
     args = parser.parse_args(["--mask-channels", "3", "7", "--ml-min-snr", "6"])
     options = options_from_args(SearchOptions, args)
     assert options.mask_channels == (3, 7) and options.config().ml_min_snr == 6.0
+
+
+def test_progress_advances_block_by_block_by_each_blocks_work(
+    prefect_harness, observation: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bar of `drafts search` moves as each block is searched (reported by the thread
+    that searched it, not once at the end of the one local segment), by the block's share of
+    the work, and ends at 100 %, each block counted once."""
+    bars: list[BlockProgress] = []
+    reporters: list[tuple[int, str]] = []
+
+    class Recorded(BlockProgress):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            bars.append(self)
+
+        def block_done(self, index: int) -> None:
+            reporters.append((index, threading.current_thread().name))
+            super().block_done(index)
+
+    monkeypatch.setattr(flows.search, "BlockProgress", Recorded)
+    options = SearchOptions(**{**DEMO, "max_outputs": 0, "dm_max": 400.0})
+    search_flow(str(observation), str(tmp_path / "out"), options, progress=True)
+    (bar,) = bars
+    blocks = len(bar.shares)
+    assert blocks > 2 and sum(bar.shares) == pytest.approx(1.0)
+    main = threading.main_thread().name
+    assert sorted(i for i, thread in reporters if thread != main) == list(range(blocks))
+    assert bar.counted == set(range(blocks))
+    assert bar.bar.n == pytest.approx(100.0)

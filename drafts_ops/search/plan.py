@@ -114,6 +114,15 @@ class SearchPlan:
         owned = sum(b.stop - b.start for b in self.blocks if b.range_index == 0)
         return min(owned * self.ranges[0].factor, self.header.nsamples)
 
+    def block_shares(self) -> list[float]:
+        """Each block's share of the streaming pass's work, summing to 1: trials
+        dedispersed times samples read, at its DM range's resolution (what a progress bar
+        advances by: a block of the full-resolution range costs many of a coarse one)."""
+        trials = [r.ntrials for r in self.ranges] if self.ranges else [len(self.dms)]
+        work = [trials[b.range_index] * b.read_len for b in self.blocks]
+        total = sum(work) or 1
+        return [w / total for w in work]
+
     def factor_of(self, dm_index: int) -> int:
         """Searched samples averaged by the DM range of trial ``dm_index`` (1 without
         ranges)."""

@@ -53,8 +53,13 @@ class StageRunner(Protocol):
     def stage(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` as stage ``name`` and return its result."""
 
-    def map(self, name: str, fn: Callable[..., Any], items: Sequence[Any], *args: Any) -> list:
-        """Run ``fn(item, *args)`` for every item (possibly concurrently), results in order."""
+    def search_blocks(
+        self, parts: Sequence[tuple[int, ...]], plan: SearchPlan, work_dir: str
+    ) -> list[Path]:
+        """The streaming pass, stage ``dedisperse_detect``: :func:`search_segment` of each
+        run of consecutive blocks (possibly concurrently), their giants' files in order.
+        A runner showing progress advances it by each block's share of the work
+        (:meth:`SearchPlan.block_shares`)."""
 
 
 @dataclass
@@ -68,10 +73,11 @@ class SerialRunner:
     def stage(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
 
-    def map(self, name: str, fn: Callable[..., Any], items: Sequence[Any], *args: Any) -> list:
-        if fn is search_segment and self.on_block is not None:
-            return [fn(item, *args, on_block=self.on_block) for item in items]
-        return [fn(item, *args) for item in items]
+    def search_blocks(
+        self, parts: Sequence[tuple[int, ...]], plan: SearchPlan, work_dir: str
+    ) -> list[Path]:
+        return [search_segment(part, plan.path, plan, work_dir, on_block=self.on_block)
+                for part in parts]  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,8 +165,7 @@ def run_search(
     extent = {"samples": size.nsamples, "cells": size.cells}
     parts = plan.segments(segments)
     with perf.stage("dedisperse_detect", calls=len(plan.blocks), **extent):
-        giants = runner.map("dedisperse_detect", search_segment, parts, plan.path, plan,
-                            str(work))  # fmt: skip
+        giants = runner.search_blocks(parts, plan, str(work))
     with perf.stage("merge", **extent):
         candidates = runner.stage("merge", merge_block_results, giants, plan, str(work))
     with perf.stage("cutouts", calls=cutout_count(candidates, config), **extent):
