@@ -65,6 +65,9 @@ class PrefectStages:
         self.name = runner_name(get_run_context().task_runner)
 
     def stage(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        if self.progress and name == "cutouts":  # the one long stage after the pass
+            with CountProgress(f"{Path(str(args[1])).name}: cutouts", "candidate") as bar:
+                return _stage_task(name, fn)(*args, on_candidate=bar.update_to)
         result = _stage_task(name, fn)(*args)
         if name == "plan":
             get_run_logger().info("%s: %s%s", args[0], result.summary_line(),
@@ -99,6 +102,29 @@ class PrefectStages:
         return [results[i] for i in range(len(parts))]
 
 
+class CountProgress:
+    """A progress bar over a stage's items (``update_to(done, total)``), made at the first
+    item; leaves no line behind."""
+
+    def __init__(self, desc: str, unit: str) -> None:
+        self.desc, self.unit = desc, unit
+        self.bar: Any = None
+
+    def update_to(self, done: int, total: int) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=self.desc, unit=self.unit, leave=False)
+        self.bar.update(done - self.bar.n)
+
+    def __enter__(self) -> CountProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 class BlockProgress:
     """A progress bar over a search's streaming pass, in per cent of its work: each block
     advances it by its share (:meth:`SearchPlan.block_shares`), so the time left holds
@@ -120,7 +146,8 @@ class BlockProgress:
         with self._lock:
             if index not in self.counted:
                 self.counted.add(index)
-                self.bar.update(100.0 * self.shares[index])
+                done = min(100.0, 100.0 * sum(self.shares[i] for i in self.counted))
+                self.bar.update(done - self.bar.n)  # never past 100 by rounding
 
     def segment_done(self, indices: Sequence[int]) -> None:
         """A segment's blocks are all searched (those not yet reported count now)."""

@@ -15,7 +15,7 @@ from drafts_ops.core.resources import resource_path
 from drafts_ops.detect.writers import read_csv
 from drafts_ops.search import STAGES
 from drafts_ops.search.config import SearchOptions
-from flows.search import BlockProgress, artifact_key, search_flow
+from flows.search import BlockProgress, CountProgress, artifact_key, search_flow
 
 #: The demo search: DM 0..1000 in blocks of 4096 samples; brute force in both modes, so
 #: that their candidates must agree exactly.
@@ -158,9 +158,16 @@ def test_progress_advances_block_by_block_by_each_blocks_work(
 ) -> None:
     """The bar of `drafts search` moves as each block is searched (reported by the thread
     that searched it, not once at the end of the one local segment), by the block's share of
-    the work, and ends at 100 %, each block counted once."""
+    the work, and ends at 100 %, each block counted once; a second bar counts the
+    candidates' cutouts, one by one."""
     bars: list[BlockProgress] = []
     reporters: list[tuple[int, str]] = []
+    counted: list[tuple[str, int, int]] = []
+
+    class Counted(CountProgress):
+        def update_to(self, done: int, total: int) -> None:
+            counted.append((self.desc, done, total))
+            super().update_to(done, total)
 
     class Recorded(BlockProgress):
         def __init__(self, *args, **kwargs) -> None:
@@ -172,12 +179,16 @@ def test_progress_advances_block_by_block_by_each_blocks_work(
             super().block_done(index)
 
     monkeypatch.setattr(flows.search, "BlockProgress", Recorded)
+    monkeypatch.setattr(flows.search, "CountProgress", Counted)
     options = SearchOptions(**{**DEMO, "max_outputs": 0, "dm_max": 400.0})
-    search_flow(str(observation), str(tmp_path / "out"), options, progress=True)
+    result = search_flow(str(observation), str(tmp_path / "out"), options, progress=True)
+    cands = result["candidates"]  # every candidate is classified: each gets its cutouts
+    assert cands > 1
+    assert counted == [(f"{observation.name}: cutouts", k, cands) for k in range(1, cands + 1)]
     (bar,) = bars
     blocks = len(bar.shares)
     assert blocks > 2 and sum(bar.shares) == pytest.approx(1.0)
     main = threading.main_thread().name
     assert sorted(i for i, thread in reporters if thread != main) == list(range(blocks))
     assert bar.counted == set(range(blocks))
-    assert bar.bar.n == pytest.approx(100.0)
+    assert bar.bar.n == pytest.approx(100.0) and bar.bar.n <= 100.0
