@@ -11,6 +11,7 @@ import pytest
 from drafts_ops.cli import main
 from drafts_ops.dedisp.ddplan import LOSS_TARGET, dedispersed_snr_loss, plan_ranges
 from drafts_ops.dedisp.plan import DMPlan, smearing_s, tolerance_dm_trials
+from drafts_ops.detect.preprocess import NORM_CHUNK
 from drafts_ops.io.header import Header
 from drafts_ops.search import SearchConfig, plan_search, run_search
 from drafts_ops.search.ranges import MIN_OVERLAP_RATIO, RANGE_RESERVE_MIB, range_block_size
@@ -115,6 +116,25 @@ def test_blocks_are_several_times_their_overlap_and_fit_the_budget():
         assert 1 <= chunk <= plan.ndm
         chunks.append(chunk)
     assert chunks[1] < chunks[0]  # less memory: the same blocks, fewer trials at a time
+
+
+@pytest.mark.parametrize("nbits", [8, 16, 32])
+def test_blocks_of_wider_samples_are_as_long_less_their_piece(nbits):
+    """Files of 16- or 32-bit samples reach the 8-bit levels through one piece of
+    NORM_CHUNK samples (uint16 sums, else float32), so their full-resolution blocks are
+    twice their overlap too, the piece counted in the budget (a 32-bit FAST raw block was
+    planned at 0.2 times its overlap, as if read whole: each sample dedispersed 6.9 times,
+    x0.04 real time)."""
+    raw = Header(nchans=4096, fch1=1500.0, foff=-500 / 4096, tsamp=49.152e-6, nbits=nbits,
+                 nsamples=10**6)  # fmt: skip
+    plan = DMPlan.build(plan_ranges(0.0, 3000.0, **BANDS["fast-raw"])[0].dms, raw.chan_freqs,
+                        raw.tsamp)  # fmt: skip
+    size, chunk = range_block_size(raw, raw, 1, ntrials=plan.ndm, max_delay=plan.max_delay,
+                                   budget_mib=1024.0, pad=72)  # fmt: skip
+    assert size >= MIN_OVERLAP_RATIO * plan.max_delay
+    piece = raw.nchans * NORM_CHUNK * {8: 0, 16: 4, 32: 4}[nbits]
+    held = raw.nchans * (size + plan.max_delay + 144) + 5 * chunk * (size + plan.max_delay)
+    assert held + piece <= (1024.0 - RANGE_RESERVE_MIB) * 2**20
 
 
 def test_block_shares_weigh_blocks_by_trials_and_samples(tmp_path):

@@ -482,3 +482,36 @@ def test_8_bit_blocks_are_quantised_over_the_samples_read(observation, tmp_path,
     assert len(spent) == len(kept) > 0
     for name in ("dm_index", "sample", "width", "snr"):
         np.testing.assert_array_equal(getattr(spent, name), getattr(kept, name))
+
+
+def test_a_float_files_ranges_read_every_piece_into_one_buffer(float_observation, tmp_path,
+                                                                 monkeypatch):  # fmt: skip
+    """Ranges of a 32-bit file read their pieces as float32 averages into one buffer of the
+    pass (made anew per piece, a 4096-channel piece was 256 MiB of fresh memory each time),
+    and find what they found before: the bursts of the observation."""
+    from drafts_ops.detect.single_pulse import Giants
+    from drafts_ops.search import range_pass
+    from drafts_ops.search.buffers import BlockBuffers
+
+    cfg = search.SearchConfig(dm_max=300.0)
+    plan = search.plan_search(float_observation, cfg)
+    assert plan.ranges  # the streaming pass of DM ranges (here the file's resolution only)
+    monkeypatch.setattr(range_pass, "NORM_CHUNK", 1024)  # several pieces per block
+    made = []
+    real = BlockBuffers.get
+
+    def recording(self, name, shape, dtype):
+        buf = real(self, name, shape, dtype)
+        if name == "floats":
+            made.append(buf)
+        return buf
+
+    monkeypatch.setattr(BlockBuffers, "get", recording)
+    outs = []
+    real_read = range_pass.read_averaged
+    monkeypatch.setattr(range_pass, "read_averaged", lambda *args, out=None: outs.append(out)
+                        or real_read(*args, out=out))  # fmt: skip
+    giants = Giants.load(search.search_segment(range(len(plan.blocks)), float_observation,
+                                               plan, tmp_path))  # fmt: skip
+    assert len(outs) > len(plan.blocks) and all(np.shares_memory(o, made[0]) for o in outs)
+    assert {int(s) // 1000 for s in giants.sample[giants.snr > 10]} >= {3, 8}

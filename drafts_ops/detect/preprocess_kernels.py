@@ -9,6 +9,9 @@ import numpy as np
 
 from drafts_ops.detect.statistics_kernels import _integer_level
 
+#: Most 8-bit samples one uint16 sum holds exactly (255 * 257 = 65535).
+MAX_EXACT_SUM = 257
+
 
 @nb.njit(inline="always")
 def _normalised(x, off, w, lim, zero, gate):  # noqa: PLR0917  # pragma: no cover - compiled
@@ -193,8 +196,9 @@ def averages_to_sums_into(averages, factor, out):  # pragma: no cover - compiled
 def decimate_spectra_sums_into(spectra, tfac, out):  # pragma: no cover - compiled
     """``out[c, t]`` = sum of ``spectra[t*tfac:(t+1)*tfac, c]`` (uint16): the time-major
     8-bit spectra of the file transposed and summed over ``tfac`` samples in one pass;
-    exact for ``tfac <= 257``. ``out.shape`` is ``(nchan, n // tfac)``. Sums of a tile of
-    samples gather in a small time-major buffer, then go out a channel row at a time."""
+    exact for ``tfac <=`` :data:`MAX_EXACT_SUM`. ``out.shape`` is ``(nchan, n // tfac)``.
+    Sums of a tile of samples gather in a small time-major buffer, then go out a channel
+    row at a time."""
     nc, nt = out.shape
     tile = 64
     for k in nb.prange((nt + tile - 1) // tile):

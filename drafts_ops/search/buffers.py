@@ -33,6 +33,7 @@ class BlockBuffers:
     masked: np.ndarray | None = None  # blocks in which each channel was masked
     levels: np.ndarray | None = None  # a DM range's block: its kernel input (8-bit levels)
     piece: np.ndarray | None = None  # a decimated range's piece of integer sums
+    floats: np.ndarray | None = None  # a range's piece of float32 averages (wider samples)
     blocks: int = 0
     #: Called with each block and its dedispersed samples ``[ndm, owned]`` (before the
     #: search overwrites them): training data for the neural detector.

@@ -26,7 +26,7 @@ from drafts_ops.detect.preprocess import (
     quantised_levels,
     static_mask,
 )
-from drafts_ops.detect.preprocess_kernels import decimate_spectra_sums_into
+from drafts_ops.detect.preprocess_kernels import MAX_EXACT_SUM, decimate_spectra_sums_into
 from drafts_ops.detect.single_pulse import Giants, giants_above
 from drafts_ops.io import open_observation
 from drafts_ops.io.reader import ObservationReader
@@ -134,9 +134,11 @@ def _read_piece(
 ) -> np.ndarray:  # fmt: skip
     """Samples ``[a, b)`` of a range averaging ``factor`` file samples: integer sums of
     8-bit spectra (uint16, a chunk of file pages at a time, each dropped after use), else
-    float32 averages."""
+    float32 averages; in a piece buffer every piece of the pass reuses (a float32 piece of
+    4096 channels is 256 MiB: made anew for each piece, it cost a 32-bit FAST raw search
+    more time zeroing fresh pages than dedispersing)."""
     a, b = span
-    if plan.raw_header.nbits <= 8 and factor <= 257:
+    if plan.raw_header.nbits <= 8 and factor <= MAX_EXACT_SUM:
         piece = buffers.get("piece", (plan.raw_header.nchans, NORM_CHUNK), np.uint16)
         step = max(1, TRANSPOSE_CHUNK // factor)
         n = 0
@@ -153,7 +155,9 @@ def _read_piece(
                 return piece[:, :n]
         else:
             return piece[:, :n]
-    return read_averaged(reader, plan, a, b, factor)
+    nchan = plan.raw_header.nchans // plan.config.freq_decimation
+    floats = buffers.get("floats", (nchan, NORM_CHUNK), np.float32)
+    return read_averaged(reader, plan, a, b, factor, out=floats)
 
 
 def _normalisation(plan: SearchPlan, factor: int = 1) -> dict:

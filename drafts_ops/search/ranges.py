@@ -20,6 +20,7 @@ import numpy as np
 from drafts_ops.dedisp.ddplan import dedispersed_snr_loss, plan_ranges
 from drafts_ops.dedisp.plan import DMPlan, max_delays
 from drafts_ops.detect.preprocess import NORM_CHUNK
+from drafts_ops.detect.preprocess_kernels import MAX_EXACT_SUM
 from drafts_ops.io.blocks import block_spans
 from drafts_ops.io.header import Header
 from drafts_ops.search.blocks import BlockRange
@@ -111,26 +112,28 @@ def search_ranges(header: Header, config: SearchConfig) -> list[tuple[int, np.nd
 
 def range_block_size(
     raw: Header, header: Header, factor: int, *, ntrials: int, max_delay: int,
-    budget_mib: float, pad: int, length: int | None = None,
+    budget_mib: float, pad: int, length: int | None = None, quantised: bool = True,
 ) -> tuple[int, int]:  # fmt: skip
     """Block length (range samples, a multiple of 1024) and trials per chunk of a range.
 
-    Per range sample a block holds each channel's 8-bit level (8-bit files are read into
-    it a chunk of file pages at a time; wider samples at the file's resolution are read
-    whole, their bytes counted too), and each trial of a chunk its float32 S/N and int8
-    width index; a decimated range also reads
-    :data:`~drafts_ops.detect.preprocess.NORM_CHUNK` samples at a time into a piece buffer.
-    The overlap (largest delay plus the boxcar padding) is held once more. All trials are
-    dedispersed together where a block of :data:`MIN_OVERLAP_RATIO` times the overlap
-    fits beside them (the sub-band algorithm shares most work between trials); otherwise
-    the block is that long, or as long as the input room allows, and the trials go in
-    chunks that fit beside it. ``length``: the range samples to search (a block need not be
-    longer).
+    Per range sample a block holds each channel's 8-bit level (float32 where the search
+    does not ``quantised`` its kernel input), and each trial of a chunk its float32 S/N and
+    int8 width index. An 8-bit file at the range's own resolution is read into the levels
+    a chunk of file pages at a time; any other range reads
+    :data:`~drafts_ops.detect.preprocess.NORM_CHUNK` samples at a time into a piece buffer
+    (uint16 sums of 8-bit samples, else float32 averages). The overlap (largest delay plus
+    the boxcar padding) is held once more. All trials are dedispersed together where a
+    block of :data:`MIN_OVERLAP_RATIO` times the overlap fits beside them (the sub-band
+    algorithm shares most work between trials); otherwise the block is that long, or as
+    long as the input room allows, and the trials go in chunks that fit beside it.
+    ``length``: the range samples to search (a block need not be longer).
     """
-    itemsize = max(raw.nbits, 8) / 8
-    streamed = raw.nbits <= 8  # 8-bit samples reach the levels a chunk of pages at a time
-    per_input = header.nchans * (1.0 + (0.0 if streamed or factor > 1 else itemsize))
-    fixed = 0.0 if factor == 1 else header.nchans * NORM_CHUNK * (2.0 if itemsize == 1 else 4.0)
+    per_input = header.nchans * (1.0 if quantised else 4.0)
+    if raw.nbits == 8 and factor == 1 and quantised:
+        piece = 0.0  # the file's pages go straight into the levels
+    else:
+        piece = 2.0 if raw.nbits <= 8 and factor <= MAX_EXACT_SUM else 4.0
+    fixed = header.nchans * NORM_CHUNK * piece
     room = (budget_mib - RANGE_RESERVE_MIB) * 1024**2 - fixed
     overlap = max_delay + 2 * pad
     longest = int(room / (per_input + 5.0 * ntrials)) - overlap  # every trial at once
@@ -174,7 +177,8 @@ def plan_range_blocks(
         lo, hi = first // factor, min(-(-last // factor), coarse.nsamples)  # range samples
         size, chunk = range_block_size(raw, header, factor, ntrials=dms.size,
                                        max_delay=max_delay, budget_mib=config.memory_budget_mib,
-                                       pad=pad, length=hi - lo)  # fmt: skip
+                                       pad=pad, length=hi - lo,
+                                       quantised=config.quantises)  # fmt: skip
         if config.block_size:  # the user's block length, in every range's samples
             size = int(config.block_size)
         index = len(ranges)

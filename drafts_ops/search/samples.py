@@ -21,6 +21,7 @@ from drafts_ops.detect.preprocess import (
     decimate_block,
 )
 from drafts_ops.detect.preprocess_kernels import (
+    MAX_EXACT_SUM,
     averages_to_sums_into,
     decimate_spectra_into,
     sum_spectra_rows_into,
@@ -276,18 +277,25 @@ class SearchedSamples:
         return out[:, : max(ends, default=start) - start]
 
 
-def read_averaged(reader, plan: SearchPlan, start: int, stop: int, factor: int) -> np.ndarray:
+def read_averaged(
+    reader, plan: SearchPlan, start: int, stop: int, factor: int, *,
+    out: np.ndarray | None = None,
+) -> np.ndarray:  # fmt: skip
     """Float32 averages of ``factor`` searched samples, ``[nchan, n]`` for coarse samples
     ``[start, stop)`` (a DM range's resolution), read and averaged a chunk of about
-    :data:`DECIMATION_CHUNK_BYTES` at a time, each chunk's file pages dropped after it."""
+    :data:`DECIMATION_CHUNK_BYTES` at a time, each chunk's file pages dropped after it;
+    into the leading columns of ``out`` (float32 ``[nchan, >= stop - start]``) when given."""
     raw, cfg = plan.raw_header, plan.config
-    out = np.empty((raw.nchans // cfg.freq_decimation, max(stop - start, 0)), np.float32)
+    shape = (raw.nchans // cfg.freq_decimation, max(stop - start, 0))
+    if out is None:
+        out = np.empty(shape, np.float32)
+    elif out.dtype != np.float32 or out.shape[0] != shape[0] or out.shape[1] < shape[1]:
+        raise ParameterError(f"read_averaged: out {out.shape} {out.dtype} does not hold "
+                             f"float32 {shape}")  # fmt: skip
+    else:
+        out = out[:, : shape[1]]
     return _averages_into(reader, raw, cfg.time_decimation * factor, cfg.freq_decimation,
                           start, out)  # fmt: skip
-
-
-#: Most samples :func:`read_window_sums` adds into one uint16 sum exactly (255 * 257).
-MAX_EXACT_SUM = 257
 
 
 def read_window_sums(reader, plan: SearchPlan, start: int, stop: int, factor: int, *,
