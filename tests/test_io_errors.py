@@ -190,6 +190,32 @@ def test_nan_in_float_data(tmp_path, rng, writer):
     assert err.value.path == str(path)
 
 
+def test_float_spectra_are_views_and_the_search_checks_them(tmp_path, rng):
+    """32-bit SIGPROC samples come as views of the file (the searches read them without a
+    copy, whatever the header's length), and the search's reads of them still refuse NaN
+    and inf, naming the samples, averaged or transposed."""
+    from drafts_ops.search import SearchConfig, plan_search
+    from drafts_ops.search.samples import read_averaged, read_searched
+
+    data = random_samples(rng, (16, 4000), 32)
+    data[5, 3001] = np.nan
+    path = write_sigproc(tmp_path / "f32.fil", make_header(16, 32, source_name="odd"), data)
+    with open_observation(path) as reader:  # samples from a byte that floats do not align on
+        assert reader.data_offset % 4 == 1
+    plan = plan_search(path, SearchConfig(dm_max=50.0))
+    with open_observation(path) as reader:
+        view = reader.read_spectra(100, 50)
+        assert view.dtype == np.float32 and not view.flags.owndata
+        np.testing.assert_array_equal(view.T, data[:, 100:150])
+        pairs = data[:, :2000].reshape(16, 1000, 2).mean(axis=2)
+        np.testing.assert_allclose(read_averaged(reader, plan, 0, 1000, 2), pairs, rtol=1e-6)
+        out = np.empty((16, 1000), np.float32)
+        for read in (lambda: read_averaged(reader, plan, 1000, 2000, 2),
+                     lambda: read_searched(reader, plan, 2500, 3500, out=out)):  # fmt: skip
+            with pytest.raises(ObservationError, match=r"samples 3001\.\.3001"):
+                read()
+
+
 def test_fetch_candidate_file_is_not_an_observation(real_data):
     _fails(real_data / "test.h5", "no 'data' dataset", "FETCH")
 

@@ -75,7 +75,9 @@ class ObservationReader(ABC):
         """Samples ``[start, start + nsamp)`` in the file's own layout ``[n, nchans]`` and
         dtype, without a copy (a memory-map view), or ``None`` where the format cannot
         (packed bits, several IFs, calibrated PSRFITS). Lets a decimating reader average
-        straight from the file without a transposed copy of the full resolution."""
+        straight from the file without a transposed copy of the full resolution. Float
+        samples come unchecked: a caller checks them for NaN/inf (:meth:`read_block`
+        does)."""
         return None
 
     def read_all(self, *, raw: bool = False) -> np.ndarray:

@@ -167,9 +167,11 @@ class SigprocReader(ObservationReader):
         return transposed(spectra, dtype)
 
     def read_spectra(self, start: int, nsamp: int) -> np.ndarray | None:
-        """A view ``[n, nchans]`` of the memory map (8/16-bit, one IF), clipped to the file."""
+        """A view ``[n, nchans]`` of the memory map (8-, 16- or 32-bit, one IF), clipped to
+        the file. Float samples are not checked for NaN/inf here: the search checks what
+        it reads this way (``drafts_ops.search.samples``)."""
         h = self.header
-        if h.nbits < 8 or h.nifs != 1 or h.nbits == 32:
+        if h.nbits < 8 or h.nifs != 1:
             return None
         stop = min(start + nsamp, h.nsamples)
         chunk = self._raw[start * self.spectrum_bytes : stop * self.spectrum_bytes]

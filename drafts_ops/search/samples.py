@@ -105,6 +105,7 @@ def read_searched(
         if spectra is not None and _fits(out, spectra.T):
             into = out[:, : spectra.shape[0]]
             transpose_into(into, spectra)
+            _check_finite(reader, into, start, spectra.shape[0])
             return into
         return reader.read_block(start, stop - start, raw=True)
     raw = plan.raw_header
@@ -131,6 +132,7 @@ def _averages_into(reader, raw, tf: int, ff: int, start: int, out: np.ndarray) -
         if spectra is not None:  # straight from the file's layout: no transposed copy
             n = spectra.shape[0] // tf
             decimate_spectra_into(spectra, tf, ff, out[:, a - start : a - start + n])
+            _check_finite(reader, out[:, a - start : a - start + n], a * tf, n * tf)
         else:
             chunk = reader.read_block(a * tf, (b - a) * tf, raw=True)
             n = chunk.shape[1] // tf
@@ -140,6 +142,15 @@ def _averages_into(reader, raw, tf: int, ff: int, start: int, out: np.ndarray) -
         if n < b - a:
             return out[:, : a - start + n]
     return out
+
+
+def _check_finite(reader, samples: np.ndarray, first: int, count: int) -> None:
+    """Float samples read as the file lays them out (``read_spectra``, unchecked), or
+    their averages, ``samples``: where they hold NaN or inf, file samples ``[first, first
+    + count)`` are read again the checked way, whose :class:`ObservationError` names
+    them."""
+    if reader.float_samples and not np.isfinite(samples.sum(dtype=np.float64)):
+        reader.read_block(first, count)
 
 
 def _fits(out: np.ndarray, block: np.ndarray) -> bool:
