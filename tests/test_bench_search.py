@@ -25,6 +25,9 @@ def test_fast_raw_is_benchmarked_at_native_resolution_with_default_options():
                                    "freq_decimation": band.freq_decimation}  # fmt: skip
     assert coarse.options()["freq_decimation"] == 8
     assert native.file_name() == evaluated.file_name() == coarse.file_name()
+    floats = CONFIGS["fast-raw-f32"]  # the same band, default options, 32-bit samples
+    assert floats.options() == native.options() and floats.simulation().nbits == 32
+    assert floats.simulation().header().nchans == 4096 and "32bit" in floats.file_name()
 
 
 def _run(path: str, wall: float, process: float) -> RunFigures:

@@ -11,7 +11,7 @@ from drafts_ops.detect.candidates import Candidate
 from drafts_ops.io import open_observation
 from drafts_ops.search import SearchConfig, plan_search
 from drafts_ops.search import windows as windows_module
-from drafts_ops.search.samples import read_window_sums
+from drafts_ops.search.samples import read_window
 from drafts_ops.search.windows import CutoutMaker
 
 BAND = {"nchans": 256, "fch1": 1499.4140625, "foff": -1.171875, "tsamp": 512e-6}
@@ -51,7 +51,7 @@ def test_window_sums_add_each_channels_samples_up_to_its_stop(searched):
     start, stop = 1000, 1600
     stops = np.linspace(start + 50, stop + 100, plan.header.nchans).astype(np.int64)
     with open_observation(path) as reader:
-        sums = read_window_sums(reader, plan, start, stop, factor, row_stops=stops)
+        sums = read_window(reader, plan, start, stop, factor, row_stops=stops)
         raw = reader.read_block(start * factor, (stop - start) * factor, raw=True)
     expected = raw.astype(np.int64).reshape(raw.shape[0], -1, factor).sum(axis=2)
     assert sums.dtype == np.uint16 and sums.shape == expected.shape
@@ -61,16 +61,50 @@ def test_window_sums_add_each_channels_samples_up_to_its_stop(searched):
         assert not sums[c, n:].any()
 
 
-def test_cutouts_from_sums_equal_those_from_averages(searched, monkeypatch):
+@pytest.fixture(scope="module")
+def float_searched(searched, tmp_path_factory):
+    """The same observation as 32-bit floats that are not integers (calibrated data)."""
+    from drafts_ops.io.sigproc import write_sigproc
+
     path, plan = searched
+    with open_observation(path) as reader:
+        data = reader.read_all() * np.float32(0.37) + np.float32(0.011)
+        header = reader.header.replace(nbits=32)
+    floats = write_sigproc(tmp_path_factory.mktemp("floats") / "burst32.fil", header, data)
+    return floats, plan_search(floats, plan.config)
+
+
+def test_window_averages_of_wider_samples_stop_at_each_channels_stop(float_searched):
+    """A 32-bit file's window triangle: float32 averages up to each channel's stop, nothing
+    beyond (the zeros of a 4096-channel window of DM 2500 would be ~1 GB resident)."""
+    path, plan = float_searched
+    factor, start, stop = 4, 1000, 1600
+    stops = np.linspace(start + 50, stop + 100, plan.header.nchans).astype(np.int64)
+    with open_observation(path) as reader:
+        averages = read_window(reader, plan, start, stop, factor, row_stops=stops)
+        raw = reader.read_block(start * factor, (stop - start) * factor, raw=True)
+    expected = raw.reshape(raw.shape[0], -1, factor).mean(axis=2)
+    assert averages.dtype == np.float32 and averages.shape == expected.shape
+    for c in range(0, plan.header.nchans, 17):
+        n = min(stops[c] - start, stop - start)
+        np.testing.assert_allclose(averages[c, :n], expected[c, :n], rtol=1e-5)
+        assert not averages[c, n:].any()
+
+
+@pytest.mark.parametrize("source", ["searched", "float_searched"])
+def test_cutouts_from_the_triangle_equal_those_of_the_whole_window(source, request, monkeypatch):
+    """Cutouts of a time-averaging range's candidate from its window's triangle (sums of
+    8-bit samples, averages of 32-bit ones) equal those from averages of the whole
+    window."""
+    path, plan = request.getfixturevalue(source)
     cand = _candidate(plan)
     with open_observation(path) as reader:
-        from_sums = CutoutMaker(reader, plan).cutouts(cand)
-        monkeypatch.setattr(windows_module, "read_window_sums", lambda *a, **k: None)
-        from_averages = CutoutMaker(reader, plan).cutouts(cand)
-    for a, b in zip(from_sums, from_averages, strict=True):
+        from_triangle = CutoutMaker(reader, plan).cutouts(cand)
+        monkeypatch.setattr(windows_module, "read_window", lambda *a, **k: None)
+        from_window = CutoutMaker(reader, plan).cutouts(cand)
+    for a, b in zip(from_triangle, from_window, strict=True):
         np.testing.assert_allclose(a, b, atol=2e-4)
-    assert from_sums[1].max() > 5.0  # the burst's bow-tie is there
+    assert from_triangle[1].max() > 5.0  # the burst's bow-tie is there
 
 
 def test_the_pulse_is_measured_at_the_searched_resolution(searched, monkeypatch):
@@ -81,7 +115,7 @@ def test_the_pulse_is_measured_at_the_searched_resolution(searched, monkeypatch)
     def refuse(*args, **kwargs):
         raise AssertionError("a measurement read averaged samples")
 
-    monkeypatch.setattr(windows_module, "read_window_sums", refuse)
+    monkeypatch.setattr(windows_module, "read_window", refuse)
     monkeypatch.setattr(windows_module, "read_averaged", refuse)
     with open_observation(path) as reader:
         maker = CutoutMaker(reader, plan)

@@ -44,7 +44,7 @@ class SearchBenchConfig:
     """One benchmark observation and the search options it is searched with.
 
     Bands run down from ``fch1`` (MHz) in ``nchans`` channels of ``foff``; ``tsamp`` in s;
-    ``duration_s`` of 8-bit data with ``n_bursts`` bursts (DM up to ``dm_max``) and one of
+    ``duration_s`` of ``nbits`` data with ``n_bursts`` bursts (DM up to ``dm_max``) and one of
     each RFI kind per ``rfi_per_minute``; searched to ``dm_max`` with the given
     decimation. ``observation`` names the simulated file (configurations that search one
     observation at several decimations share it); default ``name``.
@@ -62,13 +62,14 @@ class SearchBenchConfig:
     n_bursts: int = 20
     seed: int = 2026
     observation: str = ""
+    nbits: int = 8
 
     def simulation(self):
         """The :class:`~drafts_ops.simulate.SimulationConfig` of this observation."""
         from drafts_ops.simulate import RFISpec, SimulationConfig, random_bursts
 
-        band = {"nchans": self.nchans, "fch1": self.fch1, "foff": self.foff,
-                "tsamp": self.tsamp, "duration_s": self.duration_s}  # fmt: skip
+        band = {"nchans": self.nchans, "fch1": self.fch1, "foff": self.foff, "tsamp": self.tsamp,
+                "duration_s": self.duration_s, "nbits": self.nbits}  # fmt: skip
         header = SimulationConfig(**band).header()
         rng = np.random.default_rng(self.seed)
         bursts = random_bursts(self.n_bursts, header, rng,
@@ -86,7 +87,8 @@ class SearchBenchConfig:
         return {"dm_max": self.dm_max, **{k: v for k, v in decimation.items() if v > 1}}
 
     def file_name(self) -> str:
-        return (f"{self.observation or self.name}-{self.nchans}ch-{self.tsamp * 1e6:g}us-"
+        bits = "" if self.nbits == 8 else f"-{self.nbits}bit"
+        return (f"{self.observation or self.name}-{self.nchans}ch-{self.tsamp * 1e6:g}us{bits}-"
                 f"{self.duration_s:g}s-dm{self.dm_max:g}-seed{self.seed}.fil")  # fmt: skip
 
     @classmethod
@@ -109,10 +111,12 @@ def _fast_raw(name: str, time_decimation: int, freq_decimation: int) -> SearchBe
 #: 0-3000 with RFI. ``fast-raw``: FAST's own 4096 channels and 49.152 us with default
 #: options (the search plans its DM ranges); ``fast-raw-x8t2f`` and ``fast-raw-x8f`` the
 #: same observation with hand-picked decimation (as the evaluation searches it, and
-#: coarser: faster, but wide channels lose high-DM bursts).
+#: coarser: faster, but wide channels lose high-DM bursts); ``fast-raw-f32`` 10 s of it as
+#: 32-bit floats (calibrated or HDF5-converted data: 4 bytes a sample).
 CONFIGS: dict[str, SearchBenchConfig] = {
     "fast": SearchBenchConfig.from_band("fast", 60.0),
     "fast-raw": _fast_raw("fast-raw", 1, 1),
+    "fast-raw-f32": replace(_fast_raw("fast-raw-f32", 1, 1), duration_s=10.0, nbits=32),
     "fast-raw-x8t2f": _fast_raw("fast-raw-x8t2f", 8, 2),
     "fast-raw-x8f": _fast_raw("fast-raw-x8f", 8, 8),
     "gbt": SearchBenchConfig.from_band("gbt", 120.0),

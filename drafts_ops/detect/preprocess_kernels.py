@@ -216,33 +216,43 @@ def decimate_spectra_sums_into(spectra, tfac, out):  # pragma: no cover - compil
                 out[c, t] = acc[t - t0, c]
 
 
+@nb.njit(inline="always")
+def _channels_still_read(stops, t):  # pragma: no cover - compiled
+    """``(ca, cb)``: the channels ``ca <= c < cb`` whose ``stops[c]`` lie beyond ``t``
+    (empty: ``cb <= ca``)."""
+    ca, cb = stops.size, 0
+    for c in range(stops.size):
+        if stops[c] > t:
+            ca = min(ca, c)
+            cb = max(cb, c + 1)
+    return ca, cb
+
+
 @nb.njit(parallel=True, cache=True)
-def sum_spectra_rows_into(spectra, tfac, out, t_first, stops):  # pragma: no cover - compiled
-    """``out[c, t_first + t]`` = sum of ``spectra[t*tfac:(t+1)*tfac, c]`` (uint16) where
-    ``t_first + t < stops[c]``: :func:`decimate_spectra_sums_into` for a dispersed window,
-    each tile of samples summed only over the channels that still need it (the high
-    channels of a window stop early). ``out`` keeps its values past each channel's stop."""
-    nc = out.shape[0]
+def window_rows_into(spectra, tfac, out, t_first, stops, scale):  # noqa: PLR0917  # pragma: no cover
+    """``out[c, t_first + t]`` = ``scale`` x the sum of ``spectra[t*tfac:(t+1)*tfac, c]``,
+    summed in ``out``'s dtype, where ``t_first + t < stops[c]``: a dispersed window's
+    triangle of time-major spectra, each tile of samples summed only over the channels
+    that still need it (the high channels of a window stop early); ``out`` keeps its
+    values past each channel's stop. uint16 ``out`` and ``scale`` 1: exact sums of 8-bit
+    samples (:func:`decimate_spectra_sums_into` for a window); float32 and ``1 / tfac``:
+    averages of any samples."""
     nt = min(spectra.shape[0] // tfac, out.shape[1] - t_first)
     tile = 64
     for k in nb.prange((nt + tile - 1) // tile):
         t0 = k * tile
         t1 = min(t0 + tile, nt)
-        ca, cb = nc, 0
-        for c in range(nc):
-            if stops[c] > t_first + t0:
-                ca = min(ca, c)
-                cb = max(cb, c + 1)
+        ca, cb = _channels_still_read(stops, t_first + t0)
         if cb <= ca:
             continue
         width = cb - ca
-        acc = np.zeros((tile, width), np.uint16)
+        acc = np.zeros((tile, width), out.dtype)
         for t in range(t0, t1):
             row_acc = acc[t - t0]
             for i in range(t * tfac, t * tfac + tfac):  # a run of each spectrum: SIMD
                 row = spectra[i, ca:cb]
                 for j in range(width):
-                    row_acc[j] += np.uint16(row[j])
+                    row_acc[j] += row[j]
         for c in range(ca, cb):
             for t in range(t0, min(t1, stops[c] - t_first)):
-                out[c, t_first + t] = acc[t - t0, c - ca]
+                out[c, t_first + t] = acc[t - t0, c - ca] * scale

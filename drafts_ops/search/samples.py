@@ -24,7 +24,7 @@ from drafts_ops.detect.preprocess_kernels import (
     MAX_EXACT_SUM,
     averages_to_sums_into,
     decimate_spectra_into,
-    sum_spectra_rows_into,
+    window_rows_into,
 )
 from drafts_ops.io.reader import advise_mapping
 from drafts_ops.io.transpose import transpose_into
@@ -309,29 +309,35 @@ def read_averaged(
                           start, out)  # fmt: skip
 
 
-def read_window_sums(reader, plan: SearchPlan, start: int, stop: int, factor: int, *,
-                     row_stops: np.ndarray) -> np.ndarray | None:  # fmt: skip
-    """Sums of ``factor`` searched samples of an 8-bit file (uint16 ``[nchan, n]``, coarse
-    samples ``[start, stop)``), channel ``c`` only up to coarse sample ``row_stops[c]``
-    (zeros after it): a dispersed window's triangle, read a chunk of about
-    :data:`DECIMATION_CHUNK_BYTES` at a time, each chunk's pages dropped after it.
-    ``None`` where the file's spectra are not 8-bit views or the search averages channels
-    (then :func:`read_averaged`)."""
+def read_window(reader, plan: SearchPlan, start: int, stop: int, factor: int, *,
+                row_stops: np.ndarray) -> np.ndarray | None:  # fmt: skip
+    """A dispersed window's triangle at ``factor`` searched samples: coarse samples
+    ``[start, stop)``, ``[nchan, n]``, channel ``c`` only up to coarse sample
+    ``row_stops[c]`` (zeros after it, never made resident), read a chunk of about
+    :data:`DECIMATION_CHUNK_BYTES` at a time, each chunk's pages dropped after it. Sums
+    of an 8-bit file's samples (uint16; up to :data:`MAX_EXACT_SUM` of them), averages of
+    wider samples (float32, checked for NaN/inf). ``None`` where the file's spectra are not
+    views (packed bits, HDF5, PSRFITS) or the search averages channels (then
+    :func:`read_averaged`)."""
     raw = plan.raw_header
     tf = plan.config.time_decimation * factor
-    if raw.nbits != 8 or plan.config.freq_decimation != 1 or tf > MAX_EXACT_SUM:
+    if raw.nbits < 8 or plan.config.freq_decimation != 1:
         return None
-    out = np.zeros((raw.nchans, max(stop - start, 0)), np.uint16)
+    sums = raw.nbits == 8 and tf <= MAX_EXACT_SUM
+    out = np.zeros((raw.nchans, max(stop - start, 0)), np.uint16 if sums else np.float32)
+    scale = np.uint16(1) if sums else np.float32(1.0 / tf)
     stops = np.clip(np.asarray(row_stops, np.int64) - start, 0, out.shape[1])
-    step = max(1, DECIMATION_CHUNK_BYTES // (raw.nchans * tf))
+    step = max(1, DECIMATION_CHUNK_BYTES // (raw.nchans * raw.nbits // 8 * tf))
     for a in range(start, stop, step):
         b = min(a + step, stop)
         spectra = reader.read_spectra(a * tf, (b - a) * tf)
-        if spectra is None or spectra.dtype != np.uint8:
+        if spectra is None or (sums and spectra.dtype != np.uint8):  # signed 8-bit
             return None
-        sum_spectra_rows_into(spectra, tf, out, a - start, stops)
-        reader.release(b * tf)
         n = spectra.shape[0] // tf
+        window_rows_into(spectra, tf, out, a - start, stops, scale)
+        if not sums:
+            _check_finite(reader, out[:, a - start : a - start + n], a * tf, n * tf)
+        reader.release(b * tf)
         if n < b - a:
             return out[:, : a - start + n]
     return out

@@ -52,7 +52,7 @@ from drafts_ops.search.samples import (
     SearchedSamples,
     read_averaged,
     read_searched,
-    read_window_sums,
+    read_window,
 )
 
 
@@ -171,10 +171,10 @@ class CutoutMaker:
     def _coarse_window(self, cand: Candidate, sample: int, factor: int) -> tuple:
         """:meth:`_window` of the cutouts of a candidate found by a DM range averaging
         ``factor`` searched samples: the window at that range's resolution, the sample,
-        width and sample time in its units (a cutout costs ``factor`` times less). Of an
-        8-bit file, uint16 sums of ``factor`` samples, each channel only as far as the
-        cutouts read it (:func:`read_window_sums`); else float32 averages of the whole
-        window."""
+        width and sample time in its units (a cutout costs ``factor`` times less): each
+        channel only as far as the cutouts read it, uint16 sums of ``factor`` samples of an
+        8-bit file or float32 averages of wider ones (:func:`read_window`); else float32
+        averages of the whole window."""
         header, cfg = self.plan.header, self.plan.config
         freqs, tsamp = header.chan_freqs, header.tsamp * factor
         coarse = sample // factor
@@ -182,7 +182,7 @@ class CutoutMaker:
         start, stop = cutout_span(freqs, tsamp, cand.dm, coarse, width)
         lo, hi = max(start, 0), max(min(stop, header.nsamples // factor), max(start, 0) + 1)
         stops = channel_read_stops(freqs, tsamp, cand.dm, coarse, width)
-        data = read_window_sums(self.reader, self.plan, lo, hi, factor, row_stops=stops)
+        data = read_window(self.reader, self.plan, lo, hi, factor, row_stops=stops)
         if data is None:
             data = read_averaged(self.reader, self.plan, lo, hi, factor)
         mask = self.static_mask.copy()
