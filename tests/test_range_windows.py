@@ -4,8 +4,6 @@ samples read only as far as each channel needs, and equal those made from averag
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -13,7 +11,7 @@ from drafts_ops.detect.candidates import Candidate
 from drafts_ops.io import open_observation
 from drafts_ops.search import SearchConfig, plan_search
 from drafts_ops.search import windows as windows_module
-from drafts_ops.search.samples import read_window, sparse_zeros
+from drafts_ops.search.samples import read_window
 from drafts_ops.search.windows import CutoutMaker
 
 BAND = {"nchans": 256, "fch1": 1499.4140625, "foff": -1.171875, "tsamp": 512e-6}
@@ -126,21 +124,3 @@ def test_the_pulse_is_measured_at_the_searched_resolution(searched, monkeypatch)
     assert shape.snr > 10.0
     assert shape.f_lo_mhz < 1300.0 < shape.f_hi_mhz  # a full-band burst
     assert outside > 5.0
-
-
-def _resident_mib() -> float:
-    with Path("/proc/self/status").open() as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
-
-
-@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux's /proc")
-def test_a_window_triangle_holds_memory_only_where_written():
-    """A window's zeros become resident only where its triangle is written (with numpy's
-    2 MiB pages the whole rectangle did: ~1 GB for a float window of DM 2500 at FAST raw)."""
-    before = _resident_mib()
-    window = sparse_zeros((1024, 16384), np.float32)  # 64 MiB
-    for c in range(1024):
-        window[c, : (1024 - c) * 16] = 1.0
-    grown = _resident_mib() - before
-    assert window.sum() == 16 * 1024 * 1025 / 2
-    assert grown < 0.65 * 64  # about half the rectangle, and its page tables

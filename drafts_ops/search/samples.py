@@ -11,7 +11,6 @@ raw sample is read once, and the cutouts read them back.
 from __future__ import annotations
 
 import errno
-import mmap
 import shutil
 from pathlib import Path
 
@@ -310,18 +309,6 @@ def read_averaged(
                           start, out)  # fmt: skip
 
 
-def sparse_zeros(shape: tuple[int, ...], dtype) -> np.ndarray:
-    """Zeros whose memory becomes resident only where written: an anonymous map in 4 KiB
-    pages. (numpy asks the kernel for 2 MiB pages for arrays of 4 MiB and more, so one
-    byte written in each makes it all resident: a window triangle's whole rectangle.)"""
-    count = int(np.prod(shape, dtype=np.int64))
-    mapping = mmap.mmap(-1, max(count * np.dtype(dtype).itemsize, 1))
-    no_huge = getattr(mmap, "MADV_NOHUGEPAGE", None)
-    if no_huge is not None and hasattr(mapping, "madvise"):
-        mapping.madvise(no_huge)
-    return np.frombuffer(mapping, dtype, count=count).reshape(shape)
-
-
 def read_window(reader, plan: SearchPlan, start: int, stop: int, factor: int, *,
                 row_stops: np.ndarray) -> np.ndarray | None:  # fmt: skip
     """A dispersed window's triangle at ``factor`` searched samples: coarse samples
@@ -337,7 +324,7 @@ def read_window(reader, plan: SearchPlan, start: int, stop: int, factor: int, *,
     if raw.nbits < 8 or plan.config.freq_decimation != 1:
         return None
     sums = raw.nbits == 8 and tf <= MAX_EXACT_SUM
-    out = sparse_zeros((raw.nchans, max(stop - start, 0)), np.uint16 if sums else np.float32)
+    out = np.zeros((raw.nchans, max(stop - start, 0)), np.uint16 if sums else np.float32)
     scale = np.uint16(1) if sums else np.float32(1.0 / tf)
     stops = np.clip(np.asarray(row_stops, np.int64) - start, 0, out.shape[1])
     step = max(1, DECIMATION_CHUNK_BYTES // (raw.nchans * raw.nbits // 8 * tf))
