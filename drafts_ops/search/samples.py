@@ -313,7 +313,7 @@ def read_window(reader, plan: SearchPlan, start: int, stop: int, factor: int, *,
                 row_stops: np.ndarray) -> np.ndarray | None:  # fmt: skip
     """A dispersed window's triangle at ``factor`` searched samples: coarse samples
     ``[start, stop)``, ``[nchan, n]``, channel ``c`` only up to coarse sample
-    ``row_stops[c]`` (zeros after it, never made resident), read a chunk of about
+    ``row_stops[c]`` (zeros after it), read a chunk of about
     :data:`DECIMATION_CHUNK_BYTES` at a time, each chunk's pages dropped after it. Sums
     of an 8-bit file's samples (uint16; up to :data:`MAX_EXACT_SUM` of them), averages of
     wider samples (float32, checked for NaN/inf). ``None`` where the file's spectra are not
