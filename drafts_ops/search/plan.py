@@ -145,9 +145,10 @@ class SearchPlan:
     def range_rows(self) -> list[dict[str, Any]]:
         """The plan's DM ranges as rows (DDplan's table: DM bounds and step, time
         averaging, trials, share of the dedispersion, modelled worst S/N loss, block and
-        overlap in searched samples, memory of a block's input in MiB)."""
+        overlap in searched samples, memory of a block's kernel input in MiB)."""
         ranges = self.ranges or (_one_range(self),)
         work = [r.ntrials / r.factor for r in ranges]
+        level = 1 if self.config.quantises else 4  # bytes of a kernel input sample
         rows = []
         for r, w in zip(ranges, work, strict=True):
             dms = np.asarray(r.dms)
@@ -158,7 +159,7 @@ class SearchPlan:
                 "trials": r.ntrials, "work_share": w / sum(work),
                 "snr_loss": r.snr_loss, "block": r.block_size * r.factor,
                 "overlap": r.max_delay * r.factor,
-                "input_mib": self.header.nchans * (r.block_size + r.max_delay) / 2**20,
+                "input_mib": self.header.nchans * (r.block_size + r.max_delay) * level / 2**20,
                 "chunk_trials": r.chunk_trials,
             })  # fmt: skip
         return rows
