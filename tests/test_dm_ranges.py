@@ -137,15 +137,32 @@ def test_blocks_of_wider_samples_are_as_long_less_their_piece(nbits):
     assert held + piece <= (1024.0 - RANGE_RESERVE_MIB) * 2**20
 
 
-def test_block_shares_weigh_blocks_by_trials_and_samples(tmp_path):
-    """Progress advances by each block's work: its range's trials times the samples it
-    reads at the range's resolution; a full-resolution block outweighs a coarse one."""
-    band = BANDS["fast"]  # 60 s of FAST-like data, a sparse file: only the header is read
+def _sparse_fast_file(tmp_path):
+    """60 s of FAST-like 8-bit data as a sparse file (planning reads only the header)."""
+    band = BANDS["fast"]
     fields = valid_fields(nchans=band["nchans"], fch1=band["fch1"], foff=band["foff"],
                           tsamp=band["tsamp"])  # fmt: skip
     path = write_bytes(tmp_path / "fast.fil", sigproc_bytes(fields))
     with path.open("r+b") as fh:
         fh.truncate(path.stat().st_size + band["nchans"] * 305_176)
+    return path
+
+
+def test_the_plan_table_counts_a_blocks_kernel_input_in_its_bytes(tmp_path):
+    """``drafts plan``'s input MiB: one byte a sample of 8-bit levels, four of float32
+    levels where the search does not quantise (--clip-pixels 0)."""
+    band = BANDS["fast"]
+    path = _sparse_fast_file(tmp_path)
+    for clip, level in ((6.0, 1), (0.0, 4)):
+        for row in plan_search(path, SearchConfig(clip_pixels=clip)).range_rows():
+            samples = (row["block"] + row["overlap"]) / row["factor"]
+            assert row["input_mib"] == pytest.approx(band["nchans"] * samples * level / 2**20)
+
+
+def test_block_shares_weigh_blocks_by_trials_and_samples(tmp_path):
+    """Progress advances by each block's work: its range's trials times the samples it
+    reads at the range's resolution; a full-resolution block outweighs a coarse one."""
+    path = _sparse_fast_file(tmp_path)
     plan = plan_search(path, SearchConfig())
     shares = plan.block_shares()
     assert len(plan.ranges) > 1 and len(shares) == len(plan.blocks)
