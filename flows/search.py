@@ -136,6 +136,7 @@ class BlockProgress:
 
         self.shares = list(shares)
         self.counted: set[int] = set()
+        self.done = 0.0  # the counted blocks' shares
         self._lock = threading.Lock()
         self.bar = tqdm(total=100.0, desc=name, unit="%", leave=False,
                         bar_format="{desc}: {percentage:3.0f}%|{bar}| "
@@ -146,8 +147,8 @@ class BlockProgress:
         with self._lock:
             if index not in self.counted:
                 self.counted.add(index)
-                done = min(100.0, 100.0 * sum(self.shares[i] for i in self.counted))
-                self.bar.update(done - self.bar.n)  # never past 100 by rounding
+                self.done += self.shares[index]
+                self.bar.update(min(100.0, 100.0 * self.done) - self.bar.n)  # not past 100
 
     def segment_done(self, indices: Sequence[int]) -> None:
         """A segment's blocks are all searched (those not yet reported count now)."""

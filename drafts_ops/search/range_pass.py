@@ -26,7 +26,7 @@ from drafts_ops.detect.preprocess import (
     quantised_levels,
     static_mask,
 )
-from drafts_ops.detect.preprocess_kernels import MAX_EXACT_SUM, decimate_spectra_sums_into
+from drafts_ops.detect.preprocess_kernels import decimate_spectra_sums_into
 from drafts_ops.detect.single_pulse import Giants, giants_above
 from drafts_ops.io import open_observation
 from drafts_ops.io.reader import ObservationReader
@@ -37,7 +37,7 @@ from drafts_ops.search.buffers import BlockBuffers, save_segment
 from drafts_ops.search.config import PathLike
 from drafts_ops.search.dedispersion import boxcar_widths_for, search_rows_into
 from drafts_ops.search.plan import SearchPlan
-from drafts_ops.search.ranges import RangePlan
+from drafts_ops.search.ranges import RangePlan, piece_dtype, reads_into_levels
 from drafts_ops.search.samples import read_averaged
 
 
@@ -80,7 +80,7 @@ def read_levels(
     nchan = plan.header.nchans
     kind = np.uint8 if cfg.quantises else np.float32
     out = buffers.get("levels", (nchan, block.read_len), kind)
-    if rng.factor == 1 and cfg.quantises and plan.raw_header.nbits == 8:
+    if reads_into_levels(plan.raw_header, rng.factor, cfg.quantises):
         n = _read_8bit_into(reader, block.read_start, block.read_stop, out)
         if n is not None:  # the file's samples, then the kernel's levels over them
             _count(prepare_block(out[:, :n], n, out[:, :n], **_normalisation(plan)), buffers)
@@ -138,7 +138,7 @@ def _read_piece(
     4096 channels is 256 MiB: made anew for each piece, it cost a 32-bit FAST raw search
     more time zeroing fresh pages than dedispersing)."""
     a, b = span
-    if plan.raw_header.nbits <= 8 and factor <= MAX_EXACT_SUM:
+    if piece_dtype(plan.raw_header, factor) == np.uint16:
         piece = buffers.get("piece", (plan.raw_header.nchans, NORM_CHUNK), np.uint16)
         step = max(1, TRANSPOSE_CHUNK // factor)
         n = 0

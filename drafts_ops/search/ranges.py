@@ -110,6 +110,21 @@ def search_ranges(header: Header, config: SearchConfig) -> list[tuple[int, np.nd
     return [(r.factor, r.dms) for r in ranges]
 
 
+def reads_into_levels(raw: Header, factor: int, quantised: bool) -> bool:
+    """Whether a range's blocks are read straight into their 8-bit levels, a chunk of file
+    pages at a time (an 8-bit file at the range's own resolution); else a piece of
+    :data:`~drafts_ops.detect.preprocess.NORM_CHUNK` samples at a time goes through a
+    buffer of :func:`piece_dtype`."""
+    return raw.nbits == 8 and factor == 1 and quantised
+
+
+def piece_dtype(raw: Header, factor: int) -> np.dtype:
+    """What a range's piece buffer holds: uint16 sums of up to
+    :data:`~drafts_ops.detect.preprocess_kernels.MAX_EXACT_SUM` samples of at most 8 bits,
+    else float32 averages."""
+    return np.dtype(np.uint16 if raw.nbits <= 8 and factor <= MAX_EXACT_SUM else np.float32)
+
+
 def range_block_size(
     raw: Header, header: Header, factor: int, *, ntrials: int, max_delay: int,
     budget_mib: float, pad: int, length: int | None = None, quantised: bool = True,
@@ -117,22 +132,18 @@ def range_block_size(
     """Block length (range samples, a multiple of 1024) and trials per chunk of a range.
 
     Per range sample a block holds each channel's 8-bit level (float32 where the search
-    does not ``quantised`` its kernel input), and each trial of a chunk its float32 S/N and
-    int8 width index. An 8-bit file at the range's own resolution is read into the levels
-    a chunk of file pages at a time; any other range reads
-    :data:`~drafts_ops.detect.preprocess.NORM_CHUNK` samples at a time into a piece buffer
-    (uint16 sums of 8-bit samples, else float32 averages). The overlap (largest delay plus
-    the boxcar padding) is held once more. All trials are dedispersed together where a
-    block of :data:`MIN_OVERLAP_RATIO` times the overlap fits beside them (the sub-band
-    algorithm shares most work between trials); otherwise the block is that long, or as
-    long as the input room allows, and the trials go in chunks that fit beside it.
-    ``length``: the range samples to search (a block need not be longer).
+    does not quantise its kernel input: ``quantised`` False) and each trial of a chunk its
+    float32 S/N and int8 width index; a range that is not read straight into its levels
+    also holds one piece buffer (:func:`reads_into_levels`, :func:`piece_dtype`). The
+    overlap (largest delay plus the boxcar padding) is held once more. All trials are
+    dedispersed together where a block of :data:`MIN_OVERLAP_RATIO` times the overlap fits
+    beside them (the sub-band algorithm shares most work between trials); otherwise the
+    block is that long, or as long as the input room allows, and the trials go in chunks
+    that fit beside it. ``length``: the range samples to search (a block need not be
+    longer).
     """
     per_input = header.nchans * (1.0 if quantised else 4.0)
-    if raw.nbits == 8 and factor == 1 and quantised:
-        piece = 0.0  # the file's pages go straight into the levels
-    else:
-        piece = 2.0 if raw.nbits <= 8 and factor <= MAX_EXACT_SUM else 4.0
+    piece = 0 if reads_into_levels(raw, factor, quantised) else piece_dtype(raw, factor).itemsize
     fixed = header.nchans * NORM_CHUNK * piece
     room = (budget_mib - RANGE_RESERVE_MIB) * 1024**2 - fixed
     overlap = max_delay + 2 * pad

@@ -123,8 +123,7 @@ def _averages_into(reader, raw, tf: int, ff: int, start: int, out: np.ndarray) -
     about :data:`DECIMATION_CHUNK_BYTES` at a time, each chunk's pages dropped after it;
     a view of ``out`` as far as the file goes."""
     stop = start + out.shape[1]
-    per_sample = raw.nchans * max(raw.nbits, 8) // 8 * tf
-    step = max(1, DECIMATION_CHUNK_BYTES // per_sample)
+    step = _chunk_samples(raw, tf)
     for a in range(start, stop, step):
         b = min(a + step, stop)
         reader.prefetch(b * tf, min(step, stop - b) * tf)  # the disk reads the next chunk meanwhile
@@ -142,6 +141,12 @@ def _averages_into(reader, raw, tf: int, ff: int, start: int, out: np.ndarray) -
         if n < b - a:
             return out[:, : a - start + n]
     return out
+
+
+def _chunk_samples(raw, tf: int) -> int:
+    """Averages of ``tf`` file samples (header ``raw``) read per chunk of about
+    :data:`DECIMATION_CHUNK_BYTES`."""
+    return max(1, DECIMATION_CHUNK_BYTES // (raw.nchans * max(raw.nbits, 8) // 8 * tf))
 
 
 def _check_finite(reader, samples: np.ndarray, first: int, count: int) -> None:
@@ -327,7 +332,7 @@ def read_window(reader, plan: SearchPlan, start: int, stop: int, factor: int, *,
     out = np.zeros((raw.nchans, max(stop - start, 0)), np.uint16 if sums else np.float32)
     scale = np.uint16(1) if sums else np.float32(1.0 / tf)
     stops = np.clip(np.asarray(row_stops, np.int64) - start, 0, out.shape[1])
-    step = max(1, DECIMATION_CHUNK_BYTES // (raw.nchans * raw.nbits // 8 * tf))
+    step = _chunk_samples(raw, tf)
     for a in range(start, stop, step):
         b = min(a + step, stop)
         spectra = reader.read_spectra(a * tf, (b - a) * tf)
