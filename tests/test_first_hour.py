@@ -196,3 +196,32 @@ def test_an_interrupted_survey_resumes_exactly(api, tmp_path):
     assert _candidates(out) == _candidates(tmp_path / "whole")
     states = json.loads(ledger.read_text())["files"]
     assert {v["status"] for v in states.values()} == {"done"} and len(states) == 3
+
+
+def test_the_console_freezes_the_heap_before_the_interpreter_exits(monkeypatch):
+    """``drafts`` leaves without the interpreter's last garbage collections walking every
+    object of Prefect, numba and matplotlib (~1 s per command): the console freezes the
+    heap after the command and still exits with its status; it collects garbage less
+    often than Python's default while Prefect and numba are imported."""
+    import gc
+
+    from drafts_ops import cli
+
+    seen = {}
+
+    def command(**_):
+        seen["thresholds"] = gc.get_threshold()
+        return 3
+
+    monkeypatch.setattr(cli, "main", command)
+    thresholds = gc.get_threshold()
+    gc.unfreeze()
+    try:
+        with pytest.raises(SystemExit) as leaving:
+            cli.console()
+        assert leaving.value.code == 3
+        assert gc.get_freeze_count() > 0
+        assert seen["thresholds"][0] > 700
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
