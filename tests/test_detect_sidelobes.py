@@ -432,7 +432,7 @@ def test_snr_outside_a_band_tells_a_broadband_burst_from_a_band_limited_one(tmp_
         # a pulse is measured once per position (the release and the fold both ask)
         reads = []
         window = maker._window
-        maker._window = lambda cand: (reads.append(cand), window(cand))[1]
+        maker._window = lambda cand, **kw: (reads.append(cand), window(cand, **kw))[1]
         shape = maker.pulse_shape(broad)
         assert maker.pulse_shape(broad.replace(members=99)) is shape and len(reads) == 1
 

@@ -25,6 +25,7 @@ does not grow with ``factor`` and no float copy of the whole window exists.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,6 +51,45 @@ CUTOUT_SIZE = 256
 def time_decimation_factor(width_samples: int) -> int:
     """FETCH's time-decimation factor for a boxcar of ``width_samples``: ``max(1, w // 2)``."""
     return max(1, int(width_samples) // 2)
+
+
+@dataclass(frozen=True)
+class ChannelBand:
+    """The part of a window ``[nchan, nsamples]`` that a candidate's measurements read:
+    each channel's samples along the dispersed sweep, without the rest of the window (at
+    4096 channels a high-DM candidate's window is GBs, its band ~100 MB).
+
+    ``rows[c, j]`` is the window's sample ``base[c] + j`` of channel ``c`` (every sample
+    a reader of channel ``c`` asks for inside the window lies in its row); ``head`` is the
+    window's first :data:`CUTOUT_STATS_SAMPLES` samples (or all, if fewer) of every
+    channel, whose statistics normalise the channels. :func:`band_span` says which
+    samples a band must hold; :func:`freq_time_cutout` reads a band as it reads the window.
+    """
+
+    rows: np.ndarray
+    base: np.ndarray
+    nsamples: int
+    head: np.ndarray
+
+    def shifted(self, first: np.ndarray) -> np.ndarray:
+        """Window samples ``first`` (int64 ``[nchan]``) as indices into each channel's row."""
+        return np.asarray(first, np.int64) - self.base
+
+
+def band_span(  # noqa: PLR0917 (FETCH-style positional signature)
+    freqs_mhz: np.ndarray, tsamp: float, dm: float, sample: int, width_samples: int,
+    nsamples: int, *, margin: int = 0, size: int = CUTOUT_SIZE,
+) -> tuple[np.ndarray, int]:  # fmt: skip
+    """``(base [nchan], length)`` of the :class:`ChannelBand` of a window of ``nsamples``
+    that :func:`freq_time_cutout` reads for a candidate at ``sample`` (window samples): its
+    ``size * factor`` samples shifted by each channel's delay at ``dm``, ``margin``
+    samples more each side, held inside the window (a row then ends, or starts, where
+    the window does: reads clipped there stay clipped alike)."""
+    _, nwin, start = _frame(sample, width_samples, size)
+    delays = delay_table(np.array([float(dm)]), np.asarray(freqs_mhz, np.float64), tsamp)[0]
+    length = min(nwin + 2 * int(margin), int(nsamples))
+    first = start + delays.astype(np.int64) - int(margin)
+    return np.clip(first, 0, max(int(nsamples) - length, 0)), length
 
 
 def cutout_span(  # noqa: PLR0917 (FETCH-style positional signature)
@@ -107,7 +147,7 @@ def _read_lengths(max_delays: np.ndarray, nwin: int, factor: int) -> np.ndarray:
 
 
 def freq_time_cutout(  # noqa: PLR0917
-    data: np.ndarray,
+    data: np.ndarray | ChannelBand,
     freqs_mhz: np.ndarray,
     tsamp: float,
     dm: float,
@@ -121,8 +161,9 @@ def freq_time_cutout(  # noqa: PLR0917
 
     Parameters
     ----------
-    data : ndarray [nchan, nt]
-        Filterbank samples (raw or normalised), channels in the order of ``freqs_mhz``.
+    data : ndarray [nchan, nt] or ChannelBand
+        Filterbank samples (raw or normalised), channels in the order of ``freqs_mhz``;
+        or the band of such a window that :func:`band_span` gives (the same cutout).
     freqs_mhz : ndarray [nchan]
         Channel centre frequencies, MHz (either order).
     tsamp : float
@@ -138,13 +179,31 @@ def freq_time_cutout(  # noqa: PLR0917
     chan_mask : ndarray [nchan] of bool, optional
         True for channels to blank (set to zero after normalisation).
     """
-    data, freqs = _checked(data, freqs_mhz, tsamp, dm, width_samples, size)
+    band = data if isinstance(data, ChannelBand) else None
+    data, freqs = _checked(data if band is None else band.rows, freqs_mhz, tsamp, dm,
+                           width_samples, size)  # fmt: skip
     factor, nwin, start = _frame(sample, width_samples, size)
     delays = delay_table(np.array([float(dm)]), freqs, tsamp)[0].astype(np.int64)
-    offset, weight = _channel_scaling(data, start, start + nwin + int(delays.max()), chan_mask)
+    stop = start + nwin + int(delays.max())
+    if band is None:
+        offset, weight = _channel_scaling(data, start, stop, chan_mask)
+    else:  # the band's rows hold each channel's reads: indices shifted into them
+        _check_band(band, start + delays, nwin)
+        offset, weight = _channel_scaling(band.head, start, stop, chan_mask, nt=band.nsamples)
+        delays = band.shifted(delays)
     waterfall = np.empty((freqs.size, size), np.float32)
     dedispersed_means(data, start, delays, factor, offset, weight, waterfall)
     return _freq_time_image(waterfall, freqs, size)
+
+
+def _check_band(band: ChannelBand, first: np.ndarray, length: int) -> None:
+    """Raise unless each channel's window samples ``first[c] .. + length`` that lie in the
+    window lie in its row of ``band``."""
+    lo = np.clip(first, 0, band.nsamples)
+    hi = np.clip(first + length, 0, band.nsamples)
+    inside = (lo >= band.base) & (hi <= band.base + band.rows.shape[1])
+    if not np.all(inside | (hi <= lo)):
+        raise ParameterError("cutout: the channel band does not hold the samples it reads")
 
 
 def _freq_time_image(waterfall: np.ndarray, freqs: np.ndarray, size: int) -> np.ndarray:
@@ -297,13 +356,18 @@ def _check(freqs_mhz, tsamp: float, dm: float, width_samples: int, size: int) ->
 
 
 def _channel_scaling(
-    data: np.ndarray, start: int, stop: int, chan_mask: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray]:
+    data: np.ndarray, start: int, stop: int, chan_mask: np.ndarray | None, *,
+    nt: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Per-channel ``(offset, weight)`` that normalise the window ``[start, stop)``: median
     and 1 / MAD-sigma from the first :data:`CUTOUT_STATS_SAMPLES` samples of it that exist,
     read in the data's own dtype; weight 0 for masked or constant channels (padding equals
-    the median, 0)."""
-    nchan, nt = data.shape
+    the median, 0). ``nt``: the samples of a window of which ``data`` holds the first
+    (a :class:`ChannelBand`'s head)."""
+    nchan, held = data.shape
+    nt = held if nt is None else int(nt)
+    if max(start, 0) > 0 and held < nt:
+        raise ParameterError("cutout: a window's head holds no samples after its start")
     mask = np.zeros(nchan, bool) if chan_mask is None else np.asarray(chan_mask, dtype=bool)
     if mask.shape != (nchan,):
         raise ParameterError(f"channel mask of shape {mask.shape} does not fit {nchan} channels")

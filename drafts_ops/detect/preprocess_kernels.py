@@ -256,3 +256,27 @@ def window_rows_into(spectra, tfac, out, t_first, stops, scale):  # noqa: PLR091
         for c in range(ca, cb):
             for t in range(t0, min(t1, stops[c] - t_first)):
                 out[c, t_first + t] = acc[t - t0, c - ca] * scale
+
+
+#: Channels :func:`band_rows_into` copies together (a 64-byte line of 8-bit spectra).
+BAND_GROUP = 64
+
+
+@nb.njit(parallel=True, cache=True)
+def band_rows_into(spectra, first, base, rows):  # pragma: no cover - compiled
+    """``rows[c, j]`` = ``spectra[base[c] + j - first, c]`` wherever that spectrum lies in
+    ``spectra`` (time-major ``[n, nchan]``, spectra from window sample ``first``): a chunk
+    of a channel band's rows (:class:`~drafts_ops.detect.cutouts.ChannelBand`), a group of
+    :data:`BAND_GROUP` channels at a time, each group only over the spectra its rows span."""
+    n = spectra.shape[0]
+    nchan, length = rows.shape
+    for g in nb.prange((nchan + BAND_GROUP - 1) // BAND_GROUP):
+        c0 = g * BAND_GROUP
+        c1 = min(c0 + BAND_GROUP, nchan)
+        lo, hi = base[c0:c1].min(), base[c0:c1].max() + length
+        for t in range(max(lo, first), min(hi, first + n)):
+            spectrum = spectra[t - first]
+            for c in range(c0, c1):
+                j = t - base[c]
+                if 0 <= j < length:
+                    rows[c, j] = spectrum[c]

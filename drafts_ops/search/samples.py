@@ -17,12 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from drafts_ops.core.errors import ParameterError
+from drafts_ops.detect.cutouts import CUTOUT_STATS_SAMPLES, ChannelBand
 from drafts_ops.detect.preprocess import (
     decimate_block,
 )
 from drafts_ops.detect.preprocess_kernels import (
     MAX_EXACT_SUM,
     averages_to_sums_into,
+    band_rows_into,
     decimate_spectra_into,
     window_rows_into,
 )
@@ -312,6 +314,38 @@ def read_averaged(
         out = out[:, : shape[1]]
     return _averages_into(reader, raw, cfg.time_decimation * factor, cfg.freq_decimation,
                           start, out)  # fmt: skip
+
+
+def read_band(reader, plan: SearchPlan, start: int, stop: int, *, base: np.ndarray,
+              length: int) -> ChannelBand | None:  # fmt: skip
+    """The :class:`~drafts_ops.detect.cutouts.ChannelBand` of the window of file samples
+    ``[start, stop)``: channel ``c``'s window samples ``base[c] .. + length`` and the
+    window's head, in the file's dtype, read a chunk of about
+    :data:`DECIMATION_CHUNK_BYTES` at a time, each chunk's pages dropped after it (a
+    window read through one view of the file would stay mapped whole: its pages are
+    mapped 64 KiB or more at a time). ``None`` where the file's spectra are not views
+    (packed bits, HDF5, PSRFITS) or the search decimates."""
+    if plan.config.decimates:
+        return None
+    raw, base = plan.raw_header, np.asarray(base, np.int64)
+    nsamples = stop - start
+    head_length = min(CUTOUT_STATS_SAMPLES, nsamples)
+    end = start + max(int(base.max()) + int(length), head_length)
+    step = _chunk_samples(raw, 1)
+    rows = head = None
+    for a in range(start, end, step):
+        spectra = reader.read_spectra(a, min(a + step, end) - a)
+        if spectra is None:
+            return None
+        if rows is None:
+            rows = np.empty((raw.nchans, int(length)), spectra.dtype)
+            head = np.empty((raw.nchans, head_length), spectra.dtype)
+        band_rows_into(spectra, a - start, base, rows)
+        if a - start < head_length:
+            held = min(head_length - (a - start), spectra.shape[0])
+            transpose_into(head[:, a - start : a - start + held], spectra[:held])
+        reader.release(a + spectra.shape[0])
+    return ChannelBand(rows, base, nsamples, head)
 
 
 def read_window(reader, plan: SearchPlan, start: int, stop: int, factor: int, *,

@@ -34,6 +34,8 @@ from drafts_ops.detect.candidates import Candidate
 from drafts_ops.detect.cutout_kernels import standardised_profile
 from drafts_ops.detect.cutouts import (
     CUTOUT_STATS_SAMPLES,
+    ChannelBand,
+    band_span,
     channel_read_stops,
     cutout_pair,
     cutout_span,
@@ -51,9 +53,20 @@ from drafts_ops.search.plan import SearchPlan
 from drafts_ops.search.samples import (
     SearchedSamples,
     read_averaged,
+    read_band,
     read_searched,
     read_window,
 )
+
+#: Share of the memory budget up to which the merge reads a candidate's window as a view
+#: of the file (mapped whole while measured); a larger window is read as its channel band.
+WINDOW_VIEW_SHARE = 0.25
+
+
+def pulse_span(width_samples: int) -> int:
+    """Samples either side of a pulse of ``width_samples`` over which the merge's band S/N
+    (:meth:`CutoutMaker.snr_outside`) standardises each channel: 8 boxcars, at least 64."""
+    return 8 * max(int(width_samples), 8)
 
 
 class CutoutMaker:
@@ -79,6 +92,9 @@ class CutoutMaker:
         self.static_mask = mask
         self.made = 0
         self._shapes: dict[tuple[int, int, int, int], PulseShape] = {}
+        #: The last channel band read and its candidate's position (its measurements
+        #: follow one another: the pulse, then the S/N outside and inside its band).
+        self._last_band: tuple[tuple[int, float, int], ChannelBand] | None = None
 
     def cutouts(self, cand: Candidate) -> tuple[np.ndarray, np.ndarray]:
         """FETCH cutouts ``(freq_time [256, 256], dm_time [256, 256])`` of ``cand``."""
@@ -94,7 +110,7 @@ class CutoutMaker:
         Measured once per position (arrival, DM trial, boxcar, band)."""
         key = (cand.sample, cand.dm_index, cand.width_samples, cand.subband or 0)
         if key not in self._shapes:
-            data, freqs, tsamp, dm, sample, width, mask = self._window(cand)
+            data, freqs, tsamp, dm, sample, width, mask = self._window(cand, band=True)
             ft = freq_time_cutout(data, freqs, tsamp, dm, sample, width, chan_mask=mask)
             self._release()
             pulse, gain = pulse_width(ft, width)
@@ -120,15 +136,17 @@ class CutoutMaker:
         """S/N of ``cand``'s pulse over the unmasked channels whose frequencies (MHz) are
         ``chosen`` (see :meth:`snr_outside`)."""
 
-        data, freqs, tsamp, dm, sample, width, mask = self._window(cand)
+        data, freqs, tsamp, dm, sample, width, mask = self._window(cand, band=True)
         channels = chosen(freqs) & ~mask
         if not channels.any():
             self._release()
             return 0.0
         width = max(int(width), 1)
-        span = 8 * max(width, 8)
+        span = pulse_span(width)
         delays = np.round(dispersion_delay_s(dm, freqs[channels], freqs.max()) / tsamp)
         starts = sample - span + delays.astype(np.int64)
+        if isinstance(data, ChannelBand):  # each channel's samples from its row
+            data, starts = data.rows, starts - data.base[channels]
         profile = standardised_profile(data, np.flatnonzero(channels), starts, 2 * span + 1,
                                        SPECTRUM_CLIP_SIGMA)  # fmt: skip
         self._release()
@@ -144,10 +162,14 @@ class CutoutMaker:
         if self.searched is not None:
             self.searched.release()
 
-    def _window(self, cand: Candidate, *, averaged: bool = False) -> tuple:
+    def _window(self, cand: Candidate, *, averaged: bool = False, band: bool = False) -> tuple:
         """The searched samples around ``cand`` (``[nchan, n]``; a view of the searched
         samples a decimating search kept) and the arguments of its cutouts; ``averaged``:
-        at its DM range's resolution where that range averages samples."""
+        at its DM range's resolution where that range averages samples; ``band``: only
+        what the merge's measurements read (:class:`ChannelBand`, its sweep ``+-``
+        :func:`pulse_span`), read a chunk at a time so that the window is never resident
+        whole (at 4096 channels a high-DM window of 32-bit samples is GBs), where the
+        file's spectra are views of it."""
 
         header, cfg = self.plan.header, self.plan.config
         freqs = header.chan_freqs
@@ -156,17 +178,41 @@ class CutoutMaker:
         if averaged and factor > 1:  # a time-averaging DM range's candidate's cutouts
             return self._coarse_window(cand, sample, factor)
         start, stop = cutout_span(freqs, header.tsamp, cand.dm, sample, cand.width_samples)
-        lo, hi = max(start, 0), min(stop, header.nsamples)
-        if self.searched is not None:  # each channel only as far as the cutouts read it
+        lo, hi = max(start, 0), max(min(stop, header.nsamples), max(start, 0) + 1)
+        data = self._band(cand, lo, hi) if band and self.searched is None else None
+        if data is not None:
+            head = data.head
+        elif self.searched is not None:  # each channel only as far as the cutouts read it
             stops = channel_read_stops(freqs, header.tsamp, cand.dm, sample, cand.width_samples)
-            data = self.searched.read(lo, max(hi, lo + 1), row_stops=stops)
+            data = head = self.searched.read(lo, hi, row_stops=stops)
         else:  # undecimated: the file's own layout, no copy; the cutouts transpose what they use
-            data = read_searched(self.reader, self.plan, lo, max(hi, lo + 1), file_layout=True)
+            data = head = read_searched(self.reader, self.plan, lo, hi, file_layout=True)
         mask = self.static_mask.copy()
-        if cfg.auto_mask and data.shape[1] > 1:  # channel statistics near the candidate
-            head = np.ascontiguousarray(data[:, :CUTOUT_STATS_SAMPLES])
+        if cfg.auto_mask and hi - lo > 1:  # channel statistics near the candidate
+            head = np.ascontiguousarray(head[:, :CUTOUT_STATS_SAMPLES])
             mask |= auto_mask(head, cfg.mask_threshold)
         return data, freqs, header.tsamp, cand.dm, sample - lo, cand.width_samples, mask
+
+    def _band(self, cand: Candidate, lo: int, hi: int) -> ChannelBand | None:
+        """The :class:`ChannelBand` of ``cand``'s window ``[lo, hi)`` (samples) that
+        :meth:`pulse_shape` and :meth:`snr_outside` read; ``None`` for a window within
+        :data:`WINDOW_VIEW_SHARE` of the memory budget (read as a view of the file, the
+        measurements cost less than the band's copy: on the FAST-like bench, whose
+        windows are ~70 MB, 1.2 against 1.7-2.5 s of merge) or where it cannot be read so
+        (:func:`read_band`)."""
+        header, raw, cfg = self.plan.header, self.plan.raw_header, self.plan.config
+        window_mib = (hi - lo) * raw.nchans * max(raw.nbits, 8) / 8 / 1024**2
+        if window_mib <= WINDOW_VIEW_SHARE * cfg.memory_budget_mib:
+            return None
+        key = (cand.sample, cand.dm, cand.width_samples)
+        if self._last_band is not None and self._last_band[0] == key:
+            return self._last_band[1]
+        base, length = band_span(header.chan_freqs, header.tsamp, cand.dm,
+                                 cand.sample + self.origin - lo, cand.width_samples, hi - lo,
+                                 margin=pulse_span(cand.width_samples) + 2)  # fmt: skip
+        band = read_band(self.reader, self.plan, lo, hi, base=base, length=length)
+        self._last_band = None if band is None else (key, band)
+        return band
 
     def _coarse_window(self, cand: Candidate, sample: int, factor: int) -> tuple:
         """:meth:`_window` of the cutouts of a candidate found by a DM range averaging
