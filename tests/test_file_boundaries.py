@@ -75,3 +75,36 @@ def test_lead_in_searches_what_the_previous_file_could_not(files, tmp_path):
     (straddling,) = _found(second, 5900 - 6000, 300.0)
     assert straddling.tcand_s == pytest.approx(-0.1, abs=0.004)
     assert not _found(second, 2000 - 6000, 150.0)  # the previous file's own search had it
+
+
+def test_a_block_read_across_a_file_boundary_holds_every_sample(tmp_path):
+    """Joined files whose boundary lies past a block's first chunk of file pages: every
+    DM range's levels equal those of the one file they were cut from (the chunk across the
+    boundary is read as a copy; it was left at the kernel's zero, and a search of two such
+    files found none of the bursts the one file gave)."""
+    from drafts_ops.io import open_observation
+    from drafts_ops.search import range_pass
+    from drafts_ops.search.buffers import BlockBuffers
+
+    rng = np.random.default_rng(3)
+    data = np.clip(np.rint(rng.normal(100.0, 10.0, size=(64, 24000))), 0, 255)
+    half = range_pass.TRANSPOSE_CHUNK + 3000
+    later = HEADER.tstart + half * HEADER.tsamp / 86400.0
+    parts = [
+        write_sigproc(tmp_path / "a.fil", HEADER, data[:, :half]),
+        write_sigproc(tmp_path / "b.fil", HEADER.replace(tstart=later), data[:, half:]),
+    ]
+    whole = write_sigproc(tmp_path / "whole.fil", HEADER, data)
+    config = search.SearchConfig(dm_max=1500.0, classify=False)
+    levels = {}
+    for name, source in (("whole", whole), ("joined", parts)):
+        plan = search.plan_search(source, config)
+        with open_observation(source) as reader:
+            levels[name] = [
+                range_pass.read_levels(reader, plan, plan.ranges[block.range_index], block,
+                                       BlockBuffers()).copy()
+                for block in plan.blocks
+            ]  # fmt: skip
+    assert len({block.range_index for block in plan.blocks}) >= 2  # x1 and averaging ranges
+    for whole_block, joined_block in zip(levels["whole"], levels["joined"], strict=True):
+        np.testing.assert_array_equal(whole_block, joined_block)

@@ -107,19 +107,42 @@ def _read_8bit_into(
     reader: ObservationReader, start: int, stop: int, out: np.ndarray
 ) -> int | None:
     """The file's 8-bit samples ``[start, stop)`` transposed into ``out``'s first columns a
-    chunk at a time, each chunk's file pages dropped after it; the samples read (``None``:
-    the format does not give its spectra as they lie)."""
+    chunk at a time (:func:`_chunk_of_8bit`), each chunk's file pages dropped after it;
+    the samples read (``None``: a chunk's samples are not the file's 8-bit integers as
+    searched, e.g. calibrated PSRFITS; the caller reads the block otherwise)."""
     n = 0
     for a in range(start, stop, TRANSPOSE_CHUNK):
-        spectra = reader.read_spectra(a, min(TRANSPOSE_CHUNK, stop - a))
-        if spectra is None or spectra.dtype != np.uint8:
-            return None if a == start else n
-        transpose_into(out[:, n : n + spectra.shape[0]], spectra)
-        n += spectra.shape[0]
-        reader.release(a + spectra.shape[0])
-        if spectra.shape[0] < min(TRANSPOSE_CHUNK, stop - a):
+        want = min(TRANSPOSE_CHUNK, stop - a)
+        chunk = _chunk_of_8bit(reader, a, want)
+        if chunk is None:
+            return None
+        spectra, channel_major = chunk
+        got = spectra.shape[1] if channel_major else spectra.shape[0]
+        if channel_major:
+            out[:, n : n + got] = spectra
+        else:
+            transpose_into(out[:, n : n + got], spectra)
+        n += got
+        reader.release(a + got)
+        if got < want:
             break
     return n
+
+
+def _chunk_of_8bit(
+    reader: ObservationReader, start: int, count: int
+) -> tuple[np.ndarray, bool] | None:
+    """File samples ``[start, start + count)`` as 8-bit integers: ``(spectra, False)``,
+    the file's own time-major spectra (a view) where it gives them, else ``(block, True)``,
+    a channel-major copy (joined files across a file boundary, PSRFITS); ``None`` where
+    they are not uint8 (16/32-bit, signed or calibrated samples)."""
+    spectra = reader.read_spectra(start, count)
+    if spectra is not None:
+        return (spectra, False) if spectra.dtype == np.uint8 else None
+    if reader.header.nbits != 8:
+        return None
+    block = reader.read_block(start, count, raw=True)
+    return (block, True) if block.dtype == np.uint8 else None
 
 
 def _zero_tail(out: np.ndarray, nreal: int, kind) -> np.ndarray:
@@ -138,26 +161,43 @@ def _read_piece(
     4096 channels is 256 MiB: made anew for each piece, it cost a 32-bit FAST raw search
     more time zeroing fresh pages than dedispersing)."""
     a, b = span
-    if piece_dtype(plan.raw_header, factor) == np.uint16:
-        piece = buffers.get("piece", (plan.raw_header.nchans, NORM_CHUNK), np.uint16)
-        step = max(1, TRANSPOSE_CHUNK // factor)
-        n = 0
-        for c0 in range(a, b, step):
-            want = min(step, b - c0)
-            spectra = reader.read_spectra(c0 * factor, want * factor)
-            if spectra is None:
-                break
-            got = spectra.shape[0] // factor
-            decimate_spectra_sums_into(spectra, factor, piece[:, n : n + got])
-            reader.release((c0 + want) * factor)
-            n += got
-            if got < want:
-                return piece[:, :n]
-        else:
-            return piece[:, :n]
+    if (
+        piece_dtype(plan.raw_header, factor) == np.uint16
+        and (sums := _read_sums(reader, factor, span, buffers)) is not None
+    ):
+        return sums
     nchan = plan.raw_header.nchans // plan.config.freq_decimation
     floats = buffers.get("floats", (nchan, NORM_CHUNK), np.float32)
     return read_averaged(reader, plan, a, b, factor, out=floats)
+
+
+def _read_sums(
+    reader: ObservationReader, factor: int, span: tuple[int, int], buffers: BlockBuffers
+) -> np.ndarray | None:
+    """Integer sums (uint16) of ``factor`` 8-bit file samples, ``[a, b)`` of them, in the
+    piece buffer, a chunk at a time (:func:`_chunk_of_8bit`), each chunk's file pages
+    dropped after use; ``None`` where a chunk's samples are not 8-bit integers."""
+    a, b = span
+    piece = buffers.get("piece", (reader.header.nchans, NORM_CHUNK), np.uint16)
+    step = max(1, TRANSPOSE_CHUNK // factor)
+    n = 0
+    for c0 in range(a, b, step):
+        want = min(step, b - c0)
+        chunk = _chunk_of_8bit(reader, c0 * factor, want * factor)
+        if chunk is None:
+            return None
+        spectra, channel_major = chunk
+        got = (spectra.shape[1] if channel_major else spectra.shape[0]) // factor
+        if channel_major:
+            whole = spectra[:, : got * factor].reshape(spectra.shape[0], got, factor)
+            piece[:, n : n + got] = whole.sum(axis=2, dtype=np.uint16)
+        else:
+            decimate_spectra_sums_into(spectra, factor, piece[:, n : n + got])
+        reader.release((c0 + want) * factor)
+        n += got
+        if got < want:
+            break
+    return piece[:, :n]
 
 
 def _normalisation(plan: SearchPlan, factor: int = 1) -> dict:
