@@ -12,6 +12,7 @@ unless ``POL_TYPE`` is ``IQUV``, where it is the first (I).
 from __future__ import annotations
 
 import math
+import mmap
 import re
 import warnings
 from collections.abc import Sequence
@@ -32,9 +33,11 @@ from drafts_ops.io.header import (
     string_from_packed,
     telescope_id_from_name,
 )
-from drafts_ops.io.reader import ObservationReader, checked_header
+from drafts_ops.io.reader import ObservationReader, advise_mapping, checked_header
 from drafts_ops.io.transpose import transpose_into
 
+#: Largest span of spectra :meth:`PsrfitsReader.read_spectra` gathers across rows, bytes.
+SPECTRA_BUFFER_BYTES = 64 * 1024**2
 #: NBITS a PSRFITS search-mode file may hold here.
 PSRFITS_NBITS = (1, 2, 4, 8)
 _TFORM = re.compile(r"^\s*(\d*)\s*([LXBIJKAEDCMPQ])")
@@ -356,6 +359,7 @@ class PsrfitsReader(ObservationReader):
             f.zero_off == 0 and f.columns["DATA"].zero == 0 for f in self.files
         )
         self._params_cache: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
+        self._spectra: np.ndarray | None = None  # read_spectra's buffer across rows
 
     @property
     def starts(self) -> np.ndarray:
@@ -438,6 +442,33 @@ class PsrfitsReader(ObservationReader):
             col += n
         return out
 
+    def read_spectra(self, start: int, nsamp: int) -> np.ndarray | None:
+        """Spectra ``[n, nchans]`` (uint8) of 8-bit samples searched as stored (one
+        polarisation used, ``DAT_SCL`` 1, ``DAT_OFFS`` 0, ``DAT_WTS`` 1, no zero offset,
+        as FAST writes them): a view of the memory map within one ``SUBINT`` row, else
+        gathered from the rows into a buffer this reader reuses (up to
+        :data:`SPECTRA_BUFFER_BYTES`; longer spans ``None``); ``None`` for other samples.
+        Clipped to the file."""
+        h = self.header
+        if h.nbits != 8 or not self._identity_ok:
+            return None
+        n = max(min(start + nsamp, h.nsamples) - start, 0)
+        pieces = self._pieces(start, n)
+        if not all(_is_identity(*self._params(index, row)) for index, row, _, _ in pieces):
+            return None
+        if len(pieces) == 1:
+            return self._samples(*pieces[0])[:, 0, :]
+        if n * h.nchans > SPECTRA_BUFFER_BYTES:
+            return None
+        if self._spectra is None or self._spectra.shape[0] < n:
+            self._spectra = np.empty((n, h.nchans), np.uint8)
+        out, at = self._spectra[:n], 0
+        for piece in pieces:
+            samples = self._samples(*piece)[:, 0, :]
+            out[at : at + samples.shape[0]] = samples
+            at += samples.shape[0]
+        return out
+
     def _calibrate(
         self,
         index: int,
@@ -458,6 +489,17 @@ class PsrfitsReader(ObservationReader):
         total = values[:, 0, :] if npol == 1 else values.sum(axis=1)
         total *= weight[None]
         return total
+
+    def release(self, stop: int) -> None:
+        """Drop the mapped pages of the rows wholly before sample ``stop`` (madvise), so
+        that a stream's resident memory stays bounded (the base class's hint)."""
+        for index, file in enumerate(self.files):
+            rows = min(max(int(stop) - int(self._starts[index]), 0) // file.nsblk, file.nrows)
+            if rows == 0:
+                break
+            lead = file.rows.offset % mmap.ALLOCATIONGRANULARITY  # numpy maps from there
+            end = lead + rows * file.rows.shape[1]
+            advise_mapping(file.rows, "MADV_DONTNEED", 0, end - end % mmap.PAGESIZE)
 
     def close(self) -> None:
         """Drop the memory maps."""

@@ -73,11 +73,12 @@ class ObservationReader(ABC):
 
     def read_spectra(self, start: int, nsamp: int) -> np.ndarray | None:
         """Samples ``[start, start + nsamp)`` in the file's own layout ``[n, nchans]`` and
-        dtype, without a copy (a memory-map view), or ``None`` where the format cannot
-        (packed bits, several IFs, calibrated PSRFITS). Lets a decimating reader average
-        straight from the file without a transposed copy of the full resolution. Float
-        samples come unchecked: a caller checks them for NaN/inf (:meth:`read_block`
-        does)."""
+        dtype, without a transposed copy: a memory-map view, or where the format stores
+        its spectra in pieces (PSRFITS rows) and the span crosses pieces, a copy in a
+        buffer the reader reuses (valid until its next ``read_spectra``); ``None`` where
+        the format cannot (packed bits, several IFs, calibrated PSRFITS). Lets the search
+        read, sum and average straight from the file's spectra. Float samples come
+        unchecked: a caller checks them for NaN/inf (:meth:`read_block` does)."""
         return None
 
     def read_all(self, *, raw: bool = False) -> np.ndarray:
