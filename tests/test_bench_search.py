@@ -91,3 +91,29 @@ def test_peers_are_optional_and_say_why_they_did_not_run(tmp_path):
     text = format_peers([peer], [replace(_run("flow", 6.0, 10.0), config="fast")])
     assert "TransientX (2 thr)" in text and "18/20" in text and "19/20" in text
     assert "fast: TransientX / drafts-ops production process wall = 2.00" in text
+
+
+def test_the_psrfits_configuration_searches_the_observation_as_fast_writes_it(tmp_path):
+    """``fast-raw-psrfits``: FAST raw as PSRFITS (8-bit, 1024 spectra a row) with default
+    options; its file holds the SIGPROC observation's whole rows, and its truth table the
+    bursts that arrive in them."""
+    import numpy as np
+
+    from drafts_ops.bench.search import PSRFITS_NSBLK, observation_file
+    from drafts_ops.io import open_observation
+    from drafts_ops.simulate.truth import read_truth, truth_path
+
+    psrfits = CONFIGS["fast-raw-psrfits"]
+    assert psrfits.options() == CONFIGS["fast-raw"].options()
+    assert psrfits.file_name().endswith(".fits") and psrfits.simulation().nbits == 8
+    small = replace(psrfits, nchans=64, foff=-8.0, tsamp=1e-3, duration_s=3.3, n_bursts=6)
+    path = observation_file(small, tmp_path)
+    twin = tmp_path / replace(small, file_format="fil").file_name()
+    with open_observation(path) as fits, open_observation(twin) as fil:
+        assert fits.header.nsamples == fil.header.nsamples // PSRFITS_NSBLK * PSRFITS_NSBLK
+        whole_rows = fil.read_block(0, fits.header.nsamples, raw=True)
+        np.testing.assert_array_equal(fits.read_all(raw=True), whole_rows)
+        end = fits.header.nsamples * fits.header.tsamp
+    bursts = read_truth(truth_path(path))
+    assert bursts and all(row["tcand_s"] < end for row in bursts)
+    assert len(bursts) == sum(row["tcand_s"] < end for row in read_truth(truth_path(twin)))

@@ -28,8 +28,9 @@ from drafts_ops.core.errors import ParameterError
 from drafts_ops.dedisp import dedisperse
 from drafts_ops.detect.preprocess import prepare_block, quantised_levels
 from drafts_ops.detect.writers import read_csv
+from drafts_ops.io import open_observation
 from drafts_ops.simulate.bands import survey_band
-from drafts_ops.simulate.truth import read_truth, truth_path
+from drafts_ops.simulate.truth import read_truth, truth_path, write_truth
 
 #: Length of the warm-up observation (s): long enough for the sweep of DM 3000 in every
 #: band, so that the warm-up plans every DM range the measured search does.
@@ -63,6 +64,9 @@ class SearchBenchConfig:
     seed: int = 2026
     observation: str = ""
     nbits: int = 8
+    #: ``fil`` (SIGPROC) or ``fits`` (PSRFITS as FAST writes it: 8-bit, one polarisation,
+    #: :data:`PSRFITS_NSBLK` spectra a row, converted from the SIGPROC observation).
+    file_format: str = "fil"
 
     def simulation(self):
         """The :class:`~drafts_ops.simulate.SimulationConfig` of this observation."""
@@ -88,8 +92,9 @@ class SearchBenchConfig:
 
     def file_name(self) -> str:
         bits = "" if self.nbits == 8 else f"-{self.nbits}bit"
-        return (f"{self.observation or self.name}-{self.nchans}ch-{self.tsamp * 1e6:g}us{bits}-"
-                f"{self.duration_s:g}s-dm{self.dm_max:g}-seed{self.seed}.fil")  # fmt: skip
+        stem = (f"{self.observation or self.name}-{self.nchans}ch-{self.tsamp * 1e6:g}us{bits}-"
+                f"{self.duration_s:g}s-dm{self.dm_max:g}-seed{self.seed}")  # fmt: skip
+        return f"{stem}.{self.file_format}"
 
     @classmethod
     def from_band(cls, band: str, duration_s: float, **options: Any) -> SearchBenchConfig:
@@ -112,11 +117,15 @@ def _fast_raw(name: str, time_decimation: int, freq_decimation: int) -> SearchBe
 #: options (the search plans its DM ranges); ``fast-raw-x8t2f`` and ``fast-raw-x8f`` the
 #: same observation with hand-picked decimation (as the evaluation searches it, and
 #: coarser: faster, but wide channels lose high-DM bursts); ``fast-raw-f32`` 10 s of it as
-#: 32-bit floats (calibrated or HDF5-converted data: 4 bytes a sample).
+#: 32-bit floats (calibrated or HDF5-converted data: 4 bytes a sample);
+#: ``fast-raw-psrfits`` 10 s of it in FAST's own format (PSRFITS, 8-bit).
 CONFIGS: dict[str, SearchBenchConfig] = {
     "fast": SearchBenchConfig.from_band("fast", 60.0),
     "fast-raw": _fast_raw("fast-raw", 1, 1),
     "fast-raw-f32": replace(_fast_raw("fast-raw-f32", 1, 1), duration_s=10.0, nbits=32),
+    "fast-raw-psrfits": replace(
+        _fast_raw("fast-raw-psrfits", 1, 1), duration_s=10.0, file_format="fits"
+    ),
     "fast-raw-x8t2f": _fast_raw("fast-raw-x8t2f", 8, 2),
     "fast-raw-x8f": _fast_raw("fast-raw-x8f", 8, 8),
     "gbt": SearchBenchConfig.from_band("gbt", 120.0),
@@ -165,8 +174,30 @@ def observation_file(config: SearchBenchConfig, data_dir: Path) -> Path:
     from drafts_ops.simulate import write_simulation
 
     path = Path(data_dir) / config.file_name()
-    if not path.exists():
-        write_simulation(path, config.simulation(), progress=sys.stderr.isatty())
+    if path.exists():
+        return path
+    if config.file_format == "fits":
+        return psrfits_copy(observation_file(replace(config, file_format="fil"), data_dir), path)
+    write_simulation(path, config.simulation(), progress=sys.stderr.isatty())
+    return path
+
+
+#: Spectra per PSRFITS row of the ``fits`` configurations (FAST's NSBLK).
+PSRFITS_NSBLK = 1024
+
+
+def psrfits_copy(sigproc: Path, path: Path) -> Path:
+    """The observation ``sigproc`` written as PSRFITS to ``path`` (its whole rows of
+    :data:`PSRFITS_NSBLK` spectra) with its truth table (the bursts that arrive in them)."""
+    from drafts_ops.io.psrfits import write_psrfits
+
+    with open_observation(sigproc) as reader:
+        nsamples = reader.header.nsamples // PSRFITS_NSBLK * PSRFITS_NSBLK
+        header = reader.header.replace(nsamples=nsamples)
+        data = reader.read_block(0, nsamples, raw=True)
+    write_psrfits(path, header, data, nsblk=PSRFITS_NSBLK)
+    rows = [r for r in read_truth(truth_path(sigproc)) if r["tcand_s"] < nsamples * header.tsamp]
+    write_truth(truth_path(path), rows)
     return path
 
 
