@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from drafts_ops.core.errors import DraftsError, ObservationError
 from drafts_ops.io import open_observation
 from drafts_ops.io.fbh5 import write_fbh5
-from drafts_ops.io.psrfits import write_psrfits
+from drafts_ops.io.psrfits_writer import write_psrfits
 from drafts_ops.io.sigproc import write_sigproc
 from tests._io_util import (
     make_header,

@@ -7,7 +7,8 @@ import pytest
 
 from drafts_ops.core.errors import ObservationError
 from drafts_ops.io import open_observation
-from drafts_ops.io.psrfits import PsrfitsReader, write_psrfits
+from drafts_ops.io.psrfits import PsrfitsReader
+from drafts_ops.io.psrfits_writer import write_psrfits
 from tests._io_util import make_header, random_samples
 
 NCHAN = 16

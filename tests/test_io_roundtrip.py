@@ -10,7 +10,8 @@ import pytest
 
 from drafts_ops.io import detect_format, open_observation
 from drafts_ops.io.fbh5 import FBH5Reader, write_fbh5
-from drafts_ops.io.psrfits import PsrfitsReader, write_psrfits
+from drafts_ops.io.psrfits import PsrfitsReader
+from drafts_ops.io.psrfits_writer import write_psrfits
 from drafts_ops.io.sigproc import SigprocReader, write_sigproc
 from tests._io_util import make_header, random_samples
 

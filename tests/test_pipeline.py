@@ -299,7 +299,7 @@ def test_defaults_reach_dm_3000_in_production():
 def test_burst_across_a_file_boundary_is_found_once(tmp_path):
     """Two consecutive PSRFITS files of one observation, searched as one stream: a burst
     whose sweep crosses the boundary gives one candidate at the right time and DM."""
-    from drafts_ops.io.psrfits import write_psrfits
+    from drafts_ops.io.psrfits_writer import write_psrfits
 
     rng = np.random.default_rng(21)
     header = Header(nchans=64, fch1=1500.0, foff=-4.0, tsamp=1e-3, nbits=8, nsamples=8000)

@@ -189,7 +189,7 @@ PSRFITS_NSBLK = 1024
 def psrfits_copy(sigproc: Path, path: Path) -> Path:
     """The observation ``sigproc`` written as PSRFITS to ``path`` (its whole rows of
     :data:`PSRFITS_NSBLK` spectra) with its truth table (the bursts that arrive in them)."""
-    from drafts_ops.io.psrfits import write_psrfits
+    from drafts_ops.io.psrfits_writer import write_psrfits
 
     with open_observation(sigproc) as reader:
         nsamples = reader.header.nsamples // PSRFITS_NSBLK * PSRFITS_NSBLK

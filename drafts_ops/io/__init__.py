@@ -126,7 +126,7 @@ def write_observation(
         from drafts_ops.io.fbh5 import write_fbh5
 
         return write_fbh5(path, header, blocks)
-    from drafts_ops.io.psrfits import write_psrfits
+    from drafts_ops.io.psrfits_writer import write_psrfits
 
     data = blocks if isinstance(blocks, np.ndarray) else np.concatenate(list(blocks), axis=-1)
     return write_psrfits(path, header, data)
