@@ -106,6 +106,8 @@ def test_the_psrfits_configuration_searches_the_observation_as_fast_writes_it(tm
     psrfits = CONFIGS["fast-raw-psrfits"]
     assert psrfits.options() == CONFIGS["fast-raw"].options()
     assert psrfits.file_name().endswith(".fits") and psrfits.simulation().nbits == 8
+    twin_config = replace(psrfits, file_format="fil")
+    assert truth_path(psrfits.file_name()) != truth_path(twin_config.file_name())
     small = replace(psrfits, nchans=64, foff=-8.0, tsamp=1e-3, duration_s=3.3, n_bursts=6)
     path = observation_file(small, tmp_path)
     twin = tmp_path / replace(small, file_format="fil").file_name()

@@ -64,8 +64,9 @@ class SearchBenchConfig:
     seed: int = 2026
     observation: str = ""
     nbits: int = 8
-    #: ``fil`` (SIGPROC) or ``fits`` (PSRFITS as FAST writes it: 8-bit, one polarisation,
-    #: :data:`PSRFITS_NSBLK` spectra a row, converted from the SIGPROC observation).
+    #: ``fil`` (SIGPROC) or ``psrfits`` (PSRFITS as FAST writes it: 8-bit, one
+    #: polarisation, :data:`PSRFITS_NSBLK` spectra a row, converted from the SIGPROC
+    #: observation; its own name, so that the two truth tables do not collide).
     file_format: str = "fil"
 
     def simulation(self):
@@ -94,7 +95,7 @@ class SearchBenchConfig:
         bits = "" if self.nbits == 8 else f"-{self.nbits}bit"
         stem = (f"{self.observation or self.name}-{self.nchans}ch-{self.tsamp * 1e6:g}us{bits}-"
                 f"{self.duration_s:g}s-dm{self.dm_max:g}-seed{self.seed}")  # fmt: skip
-        return f"{stem}.{self.file_format}"
+        return f"{stem}.fil" if self.file_format == "fil" else f"{stem}-{self.file_format}.fits"
 
     @classmethod
     def from_band(cls, band: str, duration_s: float, **options: Any) -> SearchBenchConfig:
@@ -124,7 +125,7 @@ CONFIGS: dict[str, SearchBenchConfig] = {
     "fast-raw": _fast_raw("fast-raw", 1, 1),
     "fast-raw-f32": replace(_fast_raw("fast-raw-f32", 1, 1), duration_s=10.0, nbits=32),
     "fast-raw-psrfits": replace(
-        _fast_raw("fast-raw-psrfits", 1, 1), duration_s=10.0, file_format="fits"
+        _fast_raw("fast-raw-psrfits", 1, 1), duration_s=10.0, file_format="psrfits"
     ),
     "fast-raw-x8t2f": _fast_raw("fast-raw-x8t2f", 8, 2),
     "fast-raw-x8f": _fast_raw("fast-raw-x8f", 8, 8),
@@ -176,7 +177,7 @@ def observation_file(config: SearchBenchConfig, data_dir: Path) -> Path:
     path = Path(data_dir) / config.file_name()
     if path.exists():
         return path
-    if config.file_format == "fits":
+    if config.file_format == "psrfits":
         return psrfits_copy(observation_file(replace(config, file_format="fil"), data_dir), path)
     write_simulation(path, config.simulation(), progress=sys.stderr.isatty())
     return path

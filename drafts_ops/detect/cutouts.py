@@ -71,9 +71,11 @@ class ChannelBand:
     nsamples: int
     head: np.ndarray
 
-    def shifted(self, first: np.ndarray) -> np.ndarray:
-        """Window samples ``first`` (int64 ``[nchan]``) as indices into each channel's row."""
-        return np.asarray(first, np.int64) - self.base
+    def shifted(self, first: np.ndarray, channels: np.ndarray | None = None) -> np.ndarray:
+        """Window samples ``first`` of each channel (of ``channels``, all by default) as
+        indices into the channels' rows (int64)."""
+        base = self.base if channels is None else self.base[channels]
+        return np.asarray(first, np.int64) - base
 
 
 def band_span(  # noqa: PLR0917 (FETCH-style positional signature)

@@ -133,9 +133,10 @@ def _chunk_of_8bit(
     reader: ObservationReader, start: int, count: int
 ) -> tuple[np.ndarray, bool] | None:
     """File samples ``[start, start + count)`` as 8-bit integers: ``(spectra, False)``,
-    the file's own time-major spectra (a view) where it gives them, else ``(block, True)``,
-    a channel-major copy (joined files across a file boundary, PSRFITS); ``None`` where
-    they are not uint8 (16/32-bit, signed or calibrated samples)."""
+    the file's own time-major spectra (a view, or a PSRFITS reader's gathered rows) where
+    it gives them, else ``(block, True)``, a channel-major copy (joined files across a
+    file boundary); ``None`` where they are not uint8 (16/32-bit, signed or calibrated
+    samples)."""
     spectra = reader.read_spectra(start, count)
     if spectra is not None:
         return (spectra, False) if spectra.dtype == np.uint8 else None

@@ -324,7 +324,8 @@ def read_band(reader, plan: SearchPlan, start: int, stop: int, *, base: np.ndarr
     :data:`DECIMATION_CHUNK_BYTES` at a time, each chunk's pages dropped after it (a
     window read through one view of the file would stay mapped whole: its pages are
     mapped 64 KiB or more at a time). ``None`` where the file's spectra are not views
-    (packed bits, HDF5, PSRFITS) or the search decimates."""
+    (packed bits, HDF5, calibrated PSRFITS; a span across joined files) or the search
+    decimates."""
     if plan.config.decimates:
         return None
     raw, base = plan.raw_header, np.asarray(base, np.int64)
@@ -356,7 +357,7 @@ def read_window(reader, plan: SearchPlan, start: int, stop: int, factor: int, *,
     :data:`DECIMATION_CHUNK_BYTES` at a time, each chunk's pages dropped after it. Sums
     of an 8-bit file's samples (uint16; up to :data:`MAX_EXACT_SUM` of them), averages of
     wider samples (float32, checked for NaN/inf). ``None`` where the file's spectra are not
-    views (packed bits, HDF5, PSRFITS) or the search averages channels (then
+    views (packed bits, HDF5, calibrated PSRFITS) or the search averages channels (then
     :func:`read_averaged`)."""
     raw = plan.raw_header
     tf = plan.config.time_decimation * factor

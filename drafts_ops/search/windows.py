@@ -146,7 +146,7 @@ class CutoutMaker:
         delays = np.round(dispersion_delay_s(dm, freqs[channels], freqs.max()) / tsamp)
         starts = sample - span + delays.astype(np.int64)
         if isinstance(data, ChannelBand):  # each channel's samples from its row
-            data, starts = data.rows, starts - data.base[channels]
+            data, starts = data.rows, data.shifted(starts, channels)
         profile = standardised_profile(data, np.flatnonzero(channels), starts, 2 * span + 1,
                                        SPECTRUM_CLIP_SIGMA)  # fmt: skip
         self._release()
