@@ -140,7 +140,7 @@ def _chunk_of_8bit(
     spectra = reader.read_spectra(start, count)
     if spectra is not None:
         return (spectra, False) if spectra.dtype == np.uint8 else None
-    if reader.header.nbits != 8:
+    if reader.header.nbits != 8 or reader.header.nifs != 1:  # summed or calibrated: floats
         return None
     block = reader.read_block(start, count, raw=True)
     return (block, True) if block.dtype == np.uint8 else None
