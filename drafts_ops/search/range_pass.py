@@ -113,15 +113,11 @@ def _read_8bit_into(
     n = 0
     for a in range(start, stop, TRANSPOSE_CHUNK):
         want = min(TRANSPOSE_CHUNK, stop - a)
-        chunk = _chunk_of_8bit(reader, a, want)
-        if chunk is None:
+        spectra = _chunk_of_8bit(reader, a, want)
+        if spectra is None:
             return None
-        spectra, channel_major = chunk
-        got = spectra.shape[1] if channel_major else spectra.shape[0]
-        if channel_major:
-            out[:, n : n + got] = spectra
-        else:
-            transpose_into(out[:, n : n + got], spectra)
+        got = spectra.shape[0]
+        transpose_into(out[:, n : n + got], spectra)
         n += got
         reader.release(a + got)
         if got < want:
@@ -129,21 +125,18 @@ def _read_8bit_into(
     return n
 
 
-def _chunk_of_8bit(
-    reader: ObservationReader, start: int, count: int
-) -> tuple[np.ndarray, bool] | None:
-    """File samples ``[start, start + count)`` as 8-bit integers: ``(spectra, False)``,
-    the file's own time-major spectra (a view, or a PSRFITS reader's gathered rows) where
-    it gives them, else ``(block, True)``, a channel-major copy (joined files across a
-    file boundary); ``None`` where they are not uint8 (16/32-bit, signed or calibrated
-    samples)."""
+def _chunk_of_8bit(reader: ObservationReader, start: int, count: int) -> np.ndarray | None:
+    """File samples ``[start, start + count)`` as time-major 8-bit spectra ``[n, nchan]``:
+    the file's own (a view, or a PSRFITS reader's gathered rows) where it gives them, else
+    a transposed view of a channel-major copy (joined files across a file boundary);
+    ``None`` where they are not uint8 (16/32-bit, signed or calibrated samples)."""
     spectra = reader.read_spectra(start, count)
     if spectra is not None:
-        return (spectra, False) if spectra.dtype == np.uint8 else None
+        return spectra if spectra.dtype == np.uint8 else None
     if reader.header.nbits != 8 or reader.header.nifs != 1:  # summed or calibrated: floats
         return None
     block = reader.read_block(start, count, raw=True)
-    return (block, True) if block.dtype == np.uint8 else None
+    return block.T if block.dtype == np.uint8 else None
 
 
 def _zero_tail(out: np.ndarray, nreal: int, kind) -> np.ndarray:
@@ -184,16 +177,11 @@ def _read_sums(
     n = 0
     for c0 in range(a, b, step):
         want = min(step, b - c0)
-        chunk = _chunk_of_8bit(reader, c0 * factor, want * factor)
-        if chunk is None:
+        spectra = _chunk_of_8bit(reader, c0 * factor, want * factor)
+        if spectra is None:
             return None
-        spectra, channel_major = chunk
-        got = (spectra.shape[1] if channel_major else spectra.shape[0]) // factor
-        if channel_major:
-            whole = spectra[:, : got * factor].reshape(spectra.shape[0], got, factor)
-            piece[:, n : n + got] = whole.sum(axis=2, dtype=np.uint16)
-        else:
-            decimate_spectra_sums_into(spectra, factor, piece[:, n : n + got])
+        got = spectra.shape[0] // factor
+        decimate_spectra_sums_into(spectra, factor, piece[:, n : n + got])
         reader.release((c0 + want) * factor)
         n += got
         if got < want:
